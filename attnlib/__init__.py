@@ -1,0 +1,54 @@
+"""attnlib: scaled dot-product attention, one step at a time.
+
+The library behind the book *Attention, Step by Step*. Each module is one chapter's concept:
+
+========================  ===================================================
+module                    what it computes
+========================  ===================================================
+``attnlib.device``        which device to run on (CUDA, then MPS, then CPU)
+``attnlib.scores``        projections Q = X W_Q, K, V and the scores Q Kᵀ
+``attnlib.scaling``       the 1/√Dk scaling and the measurements that justify it
+``attnlib.softmax``       stable softmax, temperature, causal and padding masks
+``attnlib.attention``     weighted sums and scaled dot-product attention
+``attnlib.multihead``     splitting into heads and ``MultiHeadAttention``
+``attnlib.numpy_ops``     the NumPy mirror of the early steps (same names)
+========================  ===================================================
+
+Shape legend (used in every docstring and shape comment):
+
+* ``B``  batch size (there may be further leading batch dimensions, written ``...``)
+* ``H``  number of heads
+* ``Lq`` query length, ``Lk`` key (and value) length, ``L`` when they are equal
+* ``Dk`` query/key width, ``Dv`` value width
+* ``D``  model (embedding) width; ``D = H * Dk`` in multi-head attention
+
+Mask convention, everywhere in attnlib (as in ``torch.nn.functional.scaled_dot_product_attention``):
+a boolean mask is ``True`` where a query **may attend** to a key; a float mask is **added** to the
+scores. Masks broadcast to ``(B, H, Lq, Lk)``. A query whose keys are all masked gets all-zero
+weights and a zero output, never NaN.
+"""
+
+from attnlib.attention import scaled_dot_product_attention, weighted_sum
+from attnlib.device import get_device
+from attnlib.multihead import MultiHeadAttention, merge_heads, split_heads
+from attnlib.scaling import scale_scores
+from attnlib.scores import QKVProjection, dot_product_scores, project
+from attnlib.softmax import apply_mask, causal_mask, padding_mask, softmax
+
+__all__ = [
+    "MultiHeadAttention",
+    "QKVProjection",
+    "apply_mask",
+    "causal_mask",
+    "dot_product_scores",
+    "get_device",
+    "merge_heads",
+    "padding_mask",
+    "project",
+    "scale_scores",
+    "scaled_dot_product_attention",
+    "softmax",
+    "split_heads",
+    "weighted_sum",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,118 @@
+"""Multi-head attention: split D into H heads of D/H, attend per head, concatenate, project by W_O.
+
+``MultiHeadAttention`` is batch-first and uses attnlib's mask convention (bool True = may attend).
+Note that ``torch.nn.MultiheadAttention``'s boolean ``attn_mask``/``key_padding_mask`` mean the
+opposite (True = masked out): convert with ``~mask`` when moving between the two.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnlib._checks import require_float, require_positive_int, require_rank, require_tensor
+from attnlib.attention import scaled_dot_product_attention
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(B, L, D) -> (B, H, L, D/H): each head gets its own slice of the features."""
+    require_tensor("x", x)
+    require_rank("x", x, 3, "(B, L, D)", max_rank=3)
+    require_positive_int("num_heads", num_heads)
+    b, length, d = x.shape
+    if d % num_heads:
+        raise ValueError(f"expected D divisible by num_heads={num_heads}, got x of shape {tuple(x.shape)}")
+    return x.view(b, length, num_heads, d // num_heads).transpose(1, 2)  # (B, L, H, Dk) -> (B, H, L, Dk)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, L, Dk) -> (B, L, H*Dk): concatenate the heads' outputs feature-wise."""
+    require_tensor("x", x)
+    require_rank("x", x, 4, "(B, H, L, Dk)", max_rank=4)
+    b, h, length, dk = x.shape
+    return x.transpose(1, 2).reshape(b, length, h * dk)  # (B, H, L, Dk) -> (B, L, H, Dk) -> (B, L, D)
+
+
+class MultiHeadAttention(nn.Module):
+    """Batch-first multi-head attention with separate Q, K, V projections and an output projection.
+
+    ``embed_dim`` D is split into ``num_heads`` H heads of D/H. ``kdim``/``vdim`` are the feature
+    widths of the key and value inputs (default D), as in ``torch.nn.MultiheadAttention``.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True,
+                 kdim: int | None = None, vdim: int | None = None):
+        super().__init__()
+        require_positive_int("embed_dim", embed_dim)
+        require_positive_int("num_heads", num_heads)
+        if embed_dim % num_heads:
+            raise ValueError(f"expected embed_dim divisible by num_heads, got embed_dim={embed_dim}, "
+                             f"num_heads={num_heads}")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+
+    def _check(self, query, key, value) -> None:
+        widths = (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim))
+        for name, t, width in widths:
+            require_tensor(name, t)
+            require_float(name, t)
+            require_rank(name, t, 3, f"(B, L, {width})", max_rank=3)
+            if t.shape[-1] != width:
+                raise ValueError(f"expected {name} of shape (B, L, {width}), got {tuple(t.shape)}")
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
+            raise ValueError(f"expected query (B, Lq, ...), key and value (B, Lk, ...) with matching B "
+                             f"and Lk, got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor | None = None,
+                value: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
+                is_causal: bool = False, need_weights: bool = True):
+        """query (B, Lq, D), key (B, Lk, kdim), value (B, Lk, vdim); key/value default to query.
+
+        Returns ``(output (B, Lq, D), weights (B, H, Lq, Lk))`` (weights None if not ``need_weights``).
+        ``attn_mask`` is attnlib's: bool True = may attend, broadcastable to (B, H, Lq, Lk).
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        self._check(query, key, value)
+        q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, Lq, Dk)
+        k = split_heads(self.k_proj(key), self.num_heads)  # (B, H, Lk, Dk)
+        v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, Lk, Dk)
+        heads, weights = scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                                      need_weights=need_weights)
+        return self.out_proj(merge_heads(heads)), weights
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
+        """A MultiHeadAttention with the weights of a ``torch.nn.MultiheadAttention`` (batch_first or not).
+
+        The copy is always batch-first. Modules with ``add_bias_kv`` or ``add_zero_attn`` are refused.
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise TypeError(f"expected a torch.nn.MultiheadAttention, got {type(module).__qualname__}")
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("expected a torch.nn.MultiheadAttention without add_bias_kv/add_zero_attn, "
+                             "got one with them")
+        ref = module.out_proj.weight
+        new = cls(module.embed_dim, module.num_heads, bias=module.in_proj_bias is not None,
+                  kdim=module.kdim, vdim=module.vdim).to(device=ref.device, dtype=ref.dtype)
+        new._copy_from(module)
+        return new
+
+    @torch.no_grad()
+    def _copy_from(self, module: nn.MultiheadAttention) -> None:
+        if module._qkv_same_embed_dim:
+            weights = module.in_proj_weight.chunk(3)
+        else:
+            weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        for proj, w in zip(projections, weights, strict=True):
+            proj.weight.copy_(w)
+        if module.in_proj_bias is not None:
+            for proj, b in zip(projections, module.in_proj_bias.chunk(3), strict=True):
+                proj.bias.copy_(b)
+            self.out_proj.bias.copy_(module.out_proj.bias)
+        self.out_proj.weight.copy_(module.out_proj.weight)

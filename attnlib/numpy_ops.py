@@ -1,0 +1,150 @@
+"""The NumPy mirror of attnlib's steps: same names, same signatures, same mask rules.
+
+The early chapters compute attention by hand in NumPy; these functions are what they check against,
+and ``tests/test_numpy_ops.py`` checks them against the torch versions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attnlib._checks import (
+    batch_shape,
+    check_dim,
+    check_mask,
+    check_qkv,
+    require_array,
+    require_float,
+    require_positive,
+    require_positive_int,
+    require_rank,
+)
+
+
+def _arrays(**named) -> None:
+    for name, x in named.items():
+        require_array(name, x)
+        require_float(name, x)
+
+
+def project(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """``x @ weight + bias``: (..., L, D) @ (D, Dk) -> (..., L, Dk)."""
+    _arrays(x=x, weight=weight)
+    require_rank("weight", weight, 2, "(D, Dk)", max_rank=2)
+    if x.shape[-1] != weight.shape[0]:
+        raise ValueError(f"expected weight of shape (D, Dk) with D={x.shape[-1]} to match x "
+                         f"{x.shape}, got {weight.shape}")
+    return x @ weight if bias is None else x @ weight + bias
+
+
+def dot_product_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``Q Kᵀ``: (..., Lq, Dk), (..., Lk, Dk) -> (..., Lq, Lk)."""
+    _arrays(query=query, key=key)
+    require_rank("query", query, 2, "(..., Lq, Dk)")
+    require_rank("key", key, 2, "(..., Lk, Dk)")
+    if key.shape[-1] != query.shape[-1]:
+        raise ValueError(f"expected key of shape (..., Lk, Dk) with Dk={query.shape[-1]} to match "
+                         f"query {query.shape}, got {key.shape}")
+    return query @ np.swapaxes(key, -1, -2)  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
+
+
+def scale_scores(scores: np.ndarray, d_k: int) -> np.ndarray:
+    """Scores (..., Lq, Lk) divided by √Dk."""
+    _arrays(scores=scores)
+    require_positive_int("d_k", d_k)
+    return scores / math.sqrt(d_k)
+
+
+def softmax(x: np.ndarray, dim: int = -1, temperature: float = 1.0) -> np.ndarray:
+    """Stable softmax of ``x / temperature`` along ``dim``; an all ``-inf`` row becomes zeros."""
+    _arrays(x=x)
+    require_positive("temperature", temperature)
+    dim = check_dim("x", x, dim)
+    work = x / temperature
+    row_max = work.max(axis=dim, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0.0)
+    exps = np.exp(work - row_max)
+    total = exps.sum(axis=dim, keepdims=True)
+    return (exps / np.where(total > 0, total, 1.0)).astype(x.dtype)
+
+
+def causal_mask(lq: int, lk: int | None = None) -> np.ndarray:
+    """Boolean (Lq, Lk) mask, True on and below the diagonal."""
+    lk = lq if lk is None else lk
+    require_positive_int("Lq", lq)
+    require_positive_int("Lk", lk)
+    return np.tril(np.ones((lq, lk), dtype=bool))
+
+
+def padding_mask(lengths, length: int) -> np.ndarray:
+    """Boolean (B, 1, 1, L) mask, True for the first ``lengths[b]`` keys of sequence b."""
+    require_positive_int("L", length)
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
+        raise TypeError(f"expected lengths as a 1-D sequence of ints (B,), got shape {lengths.shape} "
+                        f"dtype {lengths.dtype}")
+    if lengths.size and (lengths.min() < 0 or lengths.max() > length):
+        raise ValueError(f"expected every length in [0, {length}], got {lengths.tolist()}")
+    return (np.arange(length)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, L)
+
+
+def apply_mask(scores: np.ndarray, attn_mask: np.ndarray | None = None, is_causal: bool = False) -> np.ndarray:
+    """Scores (..., Lq, Lk) with ``-inf`` where a bool mask is False; float masks are added."""
+    lq, lk = scores.shape[-2:]
+    if is_causal and attn_mask is not None:
+        raise ValueError("expected either attn_mask or is_causal=True, got both")
+    if is_causal:
+        attn_mask = causal_mask(lq, lk)
+    if attn_mask is None:
+        return scores
+    require_array("attn_mask", attn_mask)
+    check_mask(attn_mask, lq, lk)
+    batch_shape(scores.shape, attn_mask.shape)
+    if attn_mask.dtype == np.bool_:
+        return np.where(attn_mask, scores, -np.inf)
+    return scores + attn_mask
+
+
+def weighted_sum(weights: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """``A V``: (..., Lq, Lk), (..., Lk, Dv) -> (..., Lq, Dv)."""
+    _arrays(weights=weights, value=value)
+    require_rank("weights", weights, 2, "(..., Lq, Lk)")
+    require_rank("value", value, 2, "(..., Lk, Dv)")
+    if weights.shape[-1] != value.shape[-2]:
+        raise ValueError(f"expected value of shape (..., Lk, Dv) with Lk={weights.shape[-1]} to match "
+                         f"weights {weights.shape}, got {value.shape}")
+    return weights @ value  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
+
+
+def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
+                                 attn_mask: np.ndarray | None = None, is_causal: bool = False,
+                                 scale: float | None = None):
+    """``softmax(Q Kᵀ · scale + mask) V``; returns ``(output (..., Lq, Dv), weights (..., Lq, Lk))``."""
+    _arrays(query=query, key=key, value=value)
+    check_qkv(query, key, value)
+    require_positive("scale", scale, allow_none=True)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scores = dot_product_scores(query, key) * scale
+    weights = softmax(apply_mask(scores, attn_mask, is_causal), dim=-1)
+    return weighted_sum(weights, value), weights
+
+
+def split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:
+    """(B, L, D) -> (B, H, L, D/H)."""
+    _arrays(x=x)
+    require_rank("x", x, 3, "(B, L, D)", max_rank=3)
+    require_positive_int("num_heads", num_heads)
+    b, length, d = x.shape
+    if d % num_heads:
+        raise ValueError(f"expected D divisible by num_heads={num_heads}, got x of shape {x.shape}")
+    return x.reshape(b, length, num_heads, d // num_heads).transpose(0, 2, 1, 3)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """(B, H, L, Dk) -> (B, L, H*Dk)."""
+    _arrays(x=x)
+    require_rank("x", x, 4, "(B, H, L, Dk)", max_rank=4)
+    b, h, length, dk = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, length, h * dk)

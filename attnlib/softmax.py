@@ -1,0 +1,91 @@
+"""Softmax over the scores, with temperature, and the masks that hide keys from queries.
+
+Masks follow ``torch.nn.functional.scaled_dot_product_attention``: a boolean mask is True where a
+query may attend; a float mask is added to the scores (``-inf`` hides a key).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnlib._checks import (
+    batch_shape,
+    check_dim,
+    check_mask,
+    require_float,
+    require_positive,
+    require_positive_int,
+    require_tensor,
+)
+
+
+def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.Tensor:
+    """Numerically stable softmax of ``x / temperature`` along ``dim``; shape and dtype kept.
+
+    Subtracts each row's maximum before ``exp``. A row that is entirely ``-inf`` (every key
+    masked) becomes all zeros instead of NaN. Half-precision inputs are computed in float32.
+    """
+    require_tensor("x", x)
+    require_float("x", x)
+    require_positive("temperature", temperature)
+    dim = check_dim("x", x, dim)
+    work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    if temperature != 1.0:
+        work = work / temperature
+    row_max = work.amax(dim=dim, keepdim=True)
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+    exps = torch.exp(work - row_max)
+    total = exps.sum(dim=dim, keepdim=True)
+    # A fully masked row sums to 0: divide by 1 instead so it stays all zeros.
+    return (exps / torch.where(total > 0, total, torch.ones_like(total))).to(x.dtype)
+
+
+def causal_mask(lq: int, lk: int | None = None, device=None) -> torch.Tensor:
+    """Boolean (Lq, Lk) mask, True on and below the diagonal: query i may attend keys 0..i.
+
+    Aligned at the top-left like ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``.
+    """
+    lk = lq if lk is None else lk
+    require_positive_int("Lq", lq)
+    require_positive_int("Lk", lk)
+    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths, length: int) -> torch.Tensor:
+    """Boolean (B, 1, 1, L) mask, True for the first ``lengths[b]`` keys of sequence b.
+
+    ``lengths`` is a sequence or 1-D integer tensor of B true lengths, each in [0, L].
+    """
+    require_positive_int("L", length)
+    lengths = torch.as_tensor(lengths)
+    if lengths.ndim != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise TypeError(f"expected lengths as a 1-D sequence of ints (B,), got shape "
+                        f"{tuple(lengths.shape)} dtype {lengths.dtype}")
+    if len(lengths) and (lengths.min() < 0 or lengths.max() > length):
+        raise ValueError(f"expected every length in [0, {length}], got {lengths.tolist()}")
+    positions = torch.arange(length, device=lengths.device)
+    return (positions[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, L)
+
+
+def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None = None,
+               is_causal: bool = False) -> torch.Tensor:
+    """Scores (..., Lq, Lk) with a mask applied: ``-inf`` where a bool mask is False, float masks added.
+
+    ``is_causal=True`` applies ``causal_mask(Lq, Lk)``; it cannot be combined with ``attn_mask``.
+    """
+    require_tensor("scores", scores)
+    lq, lk = scores.shape[-2:]
+    if is_causal and attn_mask is not None:
+        raise ValueError("expected either attn_mask or is_causal=True, got both")
+    if is_causal:
+        attn_mask = causal_mask(lq, lk, device=scores.device)
+    if attn_mask is None:
+        return scores
+    require_tensor("attn_mask", attn_mask)
+    check_mask(attn_mask, lq, lk)
+    if attn_mask.device != scores.device:
+        raise ValueError(f"expected attn_mask on {scores.device} like the scores, got {attn_mask.device}")
+    batch_shape(scores.shape, attn_mask.shape)
+    if attn_mask.dtype == torch.bool:
+        return scores.masked_fill(~attn_mask, float("-inf"))
+    return scores + attn_mask.to(scores.dtype)
