@@ -1,0 +1,1 @@
+"""Views of attention: matplotlib figures (plots), kernel-free explorers (widgets), offline BertViz views (bertviz)."""

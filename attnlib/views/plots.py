@@ -1,0 +1,85 @@
+"""Matplotlib figures of attention: heatmaps of weight matrices and grids of heads.
+
+Pure data in, an ``Axes`` or ``Figure`` out; nothing here computes attention.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+
+def to_numpy(x) -> np.ndarray:
+    """A NumPy copy of a tensor (any device, any float dtype) or array-like."""
+    if hasattr(x, "detach"):
+        return x.detach().float().cpu().numpy() if x.is_floating_point() else x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _check_matrix(name: str, m: np.ndarray, rows, cols) -> None:
+    if m.ndim != 2:
+        raise ValueError(f"expected {name} of shape (Lq, Lk), got {m.shape}")
+    for label, labels, n in (("row_labels", rows, m.shape[0]), ("col_labels", cols, m.shape[1])):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"expected {n} {label} for {name} of shape {m.shape}, got {len(labels)}")
+
+
+def heatmap(weights, row_labels=None, col_labels=None, ax=None, title: str | None = None,
+            annotate: bool = True, fmt: str = "{:.2f}", cmap: str = "viridis", vmin=None, vmax=None):
+    """Draw a (Lq, Lk) matrix (e.g. attention weights) with one labelled row per query; returns the Axes."""
+    m = to_numpy(weights)
+    _check_matrix("weights", m, row_labels, col_labels)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.55 * m.shape[1] + 2, 0.45 * m.shape[0] + 1.2))
+    image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    cols = col_labels if col_labels is not None else range(m.shape[1])
+    ax.set_xticks(range(m.shape[1]), cols, rotation=45, ha="right")
+    ax.set_yticks(range(m.shape[0]), row_labels if row_labels is not None else range(m.shape[0]))
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    if title:
+        ax.set_title(title)
+    if annotate and m.size <= 400:
+        _annotate(ax, m, fmt, image)
+    return ax
+
+
+def _annotate(ax, m: np.ndarray, fmt: str, image) -> None:
+    middle = (np.nanmin(m) + np.nanmax(m)) / 2 if np.isfinite(m).any() else 0.0
+    for (i, j), value in np.ndenumerate(m):
+        dark = image.norm(value) < image.norm(middle) if np.isfinite(value) else False
+        ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8,
+                color="white" if dark else "black")
+
+
+def head_grid(weights, tokens, ncols: int = 4, titles=None, query_tokens=None, annotate: bool = False,
+              vmax=None):
+    """One heatmap per head of weights (H, Lq, Lk), ``ncols`` per row; returns the Figure."""
+    w = to_numpy(weights)
+    if w.ndim != 3:
+        raise ValueError(f"expected weights of shape (H, Lq, Lk), got {w.shape}")
+    h = w.shape[0]
+    ncols = min(ncols, h)
+    nrows = -(-h // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.0 * nrows), squeeze=False)
+    for i, ax in enumerate(axes.flat):
+        if i >= h:
+            ax.axis("off")
+            continue
+        heatmap(w[i], query_tokens if query_tokens is not None else tokens, tokens, ax=ax,
+                title=titles[i] if titles is not None else f"head {i}", annotate=annotate, vmin=0, vmax=vmax)
+    fig.tight_layout()
+    return fig
+
+
+def figure_to_html(fig, dpi: int = 72, alt: str = "figure") -> str:
+    """An ``<img>`` tag holding the figure as an inline PNG (closes the figure)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'
