@@ -75,11 +75,27 @@ def require_positive_int(name: str, value) -> None:
 
 
 def check_dim(name: str, x, dim: int) -> int:
-    """Return ``dim`` as a non-negative index into ``x``'s dims, or raise ValueError."""
+    """Return ``dim`` as a non-negative index into ``x``'s dims, or raise TypeError/ValueError."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"expected dim to be an int, got {_kind(dim)}")
     if not -x.ndim <= dim < x.ndim:
         raise ValueError(f"expected dim in [{-x.ndim}, {x.ndim - 1}] for {name} of shape "
                          f"{tuple(x.shape)}, got dim={dim}")
     return dim % x.ndim
+
+
+def require_bool(name: str, value) -> None:
+    """Raise TypeError unless ``value`` is a Python or NumPy bool (e.g. ``is_causal``)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"expected {name} to be a bool, got {_kind(value)}")
+
+
+def require_like(name: str, x, ref_name: str, ref) -> None:
+    """Raise TypeError/ValueError unless tensor ``x`` has the dtype and device of ``ref``."""
+    if x.dtype != ref.dtype:
+        raise TypeError(f"expected {name} of dtype {ref.dtype} like {ref_name}, got {x.dtype}")
+    if isinstance(x, torch.Tensor) and x.device != ref.device:
+        raise ValueError(f"expected {name} on {ref.device} like {ref_name}, got {x.device}")
 
 
 def check_qkv(query, key, value) -> None:

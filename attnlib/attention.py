@@ -12,7 +12,16 @@ import math
 import torch
 import torch.nn.functional as F
 
-from attnlib._checks import check_mask, check_qkv, require_positive, require_rank, require_tensor
+from attnlib._checks import (
+    batch_shape,
+    check_mask,
+    check_qkv,
+    require_bool,
+    require_like,
+    require_positive,
+    require_rank,
+    require_tensor,
+)
 from attnlib.scores import dot_product_scores
 from attnlib.softmax import apply_mask, softmax
 
@@ -28,8 +37,8 @@ def weighted_sum(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     if weights.shape[-1] != value.shape[-2]:
         raise ValueError(f"expected value of shape (..., Lk, Dv) with Lk={weights.shape[-1]} to match "
                          f"weights {tuple(weights.shape)}, got {tuple(value.shape)}")
-    if weights.dtype != value.dtype:
-        raise TypeError(f"expected weights and value to share one dtype, got {weights.dtype} and {value.dtype}")
+    require_like("value", value, "weights", weights)
+    batch_shape(weights.shape[:-2], value.shape[:-2])
     return weights @ value  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
 
 
@@ -38,11 +47,19 @@ def _check_inputs(query, key, value, attn_mask, is_causal, scale) -> None:
         require_tensor(name, t)
     check_qkv(query, key, value)
     require_positive("scale", scale, allow_none=True)
+    require_bool("is_causal", is_causal)
     if attn_mask is not None:
-        require_tensor("attn_mask", attn_mask)
-        check_mask(attn_mask, query.shape[-2], key.shape[-2])
-        if is_causal:
-            raise ValueError("expected either attn_mask or is_causal=True, got both")
+        _check_attn_mask(attn_mask, query, key, value, is_causal)
+
+
+def _check_attn_mask(attn_mask, query, key, value, is_causal) -> None:
+    require_tensor("attn_mask", attn_mask)
+    check_mask(attn_mask, query.shape[-2], key.shape[-2])
+    if attn_mask.device != query.device:
+        raise ValueError(f"expected attn_mask on {query.device} like the query, got {attn_mask.device}")
+    batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2], attn_mask.shape[:-2])
+    if is_causal:
+        raise ValueError("expected either attn_mask or is_causal=True, got both")
 
 
 def _reference(query, key, value, attn_mask, is_causal, scale):
@@ -50,11 +67,23 @@ def _reference(query, key, value, attn_mask, is_causal, scale):
     if dtype in _HALF:  # scores of half-precision inputs overflow easily: accumulate in float32
         query, key, value = query.float(), key.float(), value.float()
     scores = dot_product_scores(query, key) * scale  # (..., Lq, Lk)
-    weights = softmax(apply_mask(scores, attn_mask, is_causal), dim=-1)
+    weights = softmax(apply_mask(scores, attn_mask, is_causal), dim=-1)  # (..., Lq, Lk)
     return weighted_sum(weights, value).to(dtype), weights.to(dtype)
 
 
+def _broadcast_batch(query, key, value, attn_mask):
+    """Expand query, key and value to one batch shape (..., L, D), the mask's included."""
+    shapes = [t.shape[:-2] for t in (query, key, value)]
+    if attn_mask is not None:
+        shapes.append(attn_mask.shape[:-2])
+    batch = batch_shape(*shapes)
+    return tuple(t.expand(*batch, *t.shape[-2:]) for t in (query, key, value))
+
+
 def _fast(query, key, value, attn_mask, is_causal, scale):
+    query, key, value = _broadcast_batch(query, key, value, attn_mask)
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        attn_mask = attn_mask.to(query.dtype)  # torch's kernel wants a bool mask or the query's dtype
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask,
                                             is_causal=is_causal, scale=scale)
     if attn_mask is None:

@@ -47,7 +47,7 @@ def get_device() -> torch.device:
     """
     text = os.environ.get(ENV_VAR, "").strip()
     if text:
-        device = _parse(text)
+        device = _parse(text.lower())
         if not _available(device):
             raise ValueError(f"{ENV_VAR}={text!r} asks for a device this machine does not have "
                              f"(available: {', '.join(available_devices())})")

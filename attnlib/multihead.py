@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlib._checks import require_float, require_positive_int, require_rank, require_tensor
+from attnlib._checks import require_float, require_like, require_positive_int, require_rank, require_tensor
 from attnlib.attention import scaled_dot_product_attention
 
 
@@ -22,7 +22,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     b, length, d = x.shape
     if d % num_heads:
         raise ValueError(f"expected D divisible by num_heads={num_heads}, got x of shape {tuple(x.shape)}")
-    return x.view(b, length, num_heads, d // num_heads).transpose(1, 2)  # (B, L, H, Dk) -> (B, H, L, Dk)
+    return x.reshape(b, length, num_heads, d // num_heads).transpose(1, 2)  # (B, L, H, Dk) -> (B, H, L, Dk)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
@@ -48,8 +48,12 @@ class MultiHeadAttention(nn.Module):
         if embed_dim % num_heads:
             raise ValueError(f"expected embed_dim divisible by num_heads, got embed_dim={embed_dim}, "
                              f"num_heads={num_heads}")
+        for name, width in (("kdim", kdim), ("vdim", vdim)):
+            if width is not None:
+                require_positive_int(name, width)
         self.embed_dim, self.num_heads = embed_dim, num_heads
-        self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias)
         self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias)
@@ -60,6 +64,7 @@ class MultiHeadAttention(nn.Module):
         for name, t, width in widths:
             require_tensor(name, t)
             require_float(name, t)
+            require_like(name, t, "the module's weights", self.out_proj.weight)
             require_rank(name, t, 3, f"(B, L, {width})", max_rank=3)
             if t.shape[-1] != width:
                 raise ValueError(f"expected {name} of shape (B, L, {width}), got {tuple(t.shape)}")

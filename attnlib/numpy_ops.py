@@ -16,7 +16,9 @@ from attnlib._checks import (
     check_mask,
     check_qkv,
     require_array,
+    require_bool,
     require_float,
+    require_like,
     require_positive,
     require_positive_int,
     require_rank,
@@ -32,11 +34,19 @@ def _arrays(**named) -> None:
 def project(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     """``x @ weight + bias``: (..., L, D) @ (D, Dk) -> (..., L, Dk)."""
     _arrays(x=x, weight=weight)
+    require_rank("x", x, 1, "(..., L, D)")
     require_rank("weight", weight, 2, "(D, Dk)", max_rank=2)
+    require_like("weight", weight, "x", x)
     if x.shape[-1] != weight.shape[0]:
         raise ValueError(f"expected weight of shape (D, Dk) with D={x.shape[-1]} to match x "
                          f"{x.shape}, got {weight.shape}")
-    return x @ weight if bias is None else x @ weight + bias
+    if bias is None:
+        return x @ weight  # (..., L, D) @ (D, Dk) -> (..., L, Dk)
+    _arrays(bias=bias)
+    require_like("bias", bias, "x", x)
+    if bias.shape != (weight.shape[1],):
+        raise ValueError(f"expected bias of shape (Dk,) = ({weight.shape[1]},), got {bias.shape}")
+    return x @ weight + bias
 
 
 def dot_product_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
@@ -47,6 +57,8 @@ def dot_product_scores(query: np.ndarray, key: np.ndarray) -> np.ndarray:
     if key.shape[-1] != query.shape[-1]:
         raise ValueError(f"expected key of shape (..., Lk, Dk) with Dk={query.shape[-1]} to match "
                          f"query {query.shape}, got {key.shape}")
+    require_like("key", key, "query", query)
+    batch_shape(query.shape[:-2], key.shape[:-2])
     return query @ np.swapaxes(key, -1, -2)  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
 
 
@@ -58,11 +70,15 @@ def scale_scores(scores: np.ndarray, d_k: int) -> np.ndarray:
 
 
 def softmax(x: np.ndarray, dim: int = -1, temperature: float = 1.0) -> np.ndarray:
-    """Stable softmax of ``x / temperature`` along ``dim``; an all ``-inf`` row becomes zeros."""
+    """Stable softmax of ``x / temperature`` along ``dim``; an all ``-inf`` row becomes zeros.
+
+    Shape and dtype kept; float16 inputs are computed in float32, as in the torch version.
+    """
     _arrays(x=x)
     require_positive("temperature", temperature)
     dim = check_dim("x", x, dim)
-    work = x / temperature
+    work = x.astype(np.float32) if x.dtype == np.float16 else x
+    work = work / temperature
     row_max = work.max(axis=dim, keepdims=True)
     row_max = np.where(np.isfinite(row_max), row_max, 0.0)
     exps = np.exp(work - row_max)
@@ -92,6 +108,9 @@ def padding_mask(lengths, length: int) -> np.ndarray:
 
 def apply_mask(scores: np.ndarray, attn_mask: np.ndarray | None = None, is_causal: bool = False) -> np.ndarray:
     """Scores (..., Lq, Lk) with ``-inf`` where a bool mask is False; float masks are added."""
+    _arrays(scores=scores)
+    require_rank("scores", scores, 2, "(..., Lq, Lk)")
+    require_bool("is_causal", is_causal)
     lq, lk = scores.shape[-2:]
     if is_causal and attn_mask is not None:
         raise ValueError("expected either attn_mask or is_causal=True, got both")
@@ -103,8 +122,8 @@ def apply_mask(scores: np.ndarray, attn_mask: np.ndarray | None = None, is_causa
     check_mask(attn_mask, lq, lk)
     batch_shape(scores.shape, attn_mask.shape)
     if attn_mask.dtype == np.bool_:
-        return np.where(attn_mask, scores, -np.inf)
-    return scores + attn_mask
+        return np.where(attn_mask, scores, -np.inf).astype(scores.dtype)
+    return scores + attn_mask.astype(scores.dtype)
 
 
 def weighted_sum(weights: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -115,20 +134,30 @@ def weighted_sum(weights: np.ndarray, value: np.ndarray) -> np.ndarray:
     if weights.shape[-1] != value.shape[-2]:
         raise ValueError(f"expected value of shape (..., Lk, Dv) with Lk={weights.shape[-1]} to match "
                          f"weights {weights.shape}, got {value.shape}")
+    require_like("value", value, "weights", weights)
+    batch_shape(weights.shape[:-2], value.shape[:-2])
     return weights @ value  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
 
 
 def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
                                  attn_mask: np.ndarray | None = None, is_causal: bool = False,
-                                 scale: float | None = None):
-    """``softmax(Q Kᵀ · scale + mask) V``; returns ``(output (..., Lq, Dv), weights (..., Lq, Lk))``."""
+                                 scale: float | None = None, need_weights: bool = True):
+    """``softmax(Q Kᵀ · scale + mask) V``; returns ``(output (..., Lq, Dv), weights (..., Lq, Lk))``.
+
+    Same rules as the torch version; float16 is computed in float32. ``need_weights=False``
+    returns ``(output, None)``.
+    """
     _arrays(query=query, key=key, value=value)
     check_qkv(query, key, value)
     require_positive("scale", scale, allow_none=True)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    scores = dot_product_scores(query, key) * scale
+    dtype = query.dtype
+    if dtype == np.float16:  # as in torch: accumulate half-precision scores in float32
+        query, key, value = (t.astype(np.float32) for t in (query, key, value))
+    scores = dot_product_scores(query, key) * scale  # (..., Lq, Lk)
     weights = softmax(apply_mask(scores, attn_mask, is_causal), dim=-1)
-    return weighted_sum(weights, value), weights
+    output = weighted_sum(weights, value).astype(dtype)  # (..., Lq, Dv)
+    return output, (weights.astype(dtype) if need_weights else None)
 
 
 def split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:

@@ -53,6 +53,7 @@ def softmax_saturation(d_k: int, n_keys: int = 8, n_samples: int = 2_000, scaled
     """
     require_positive_int("d_k", d_k)
     require_positive_int("n_keys", n_keys)
+    require_positive_int("n_samples", n_samples)
     q, k = _random_qk(d_k, n_samples, n_keys, seed)
     weights = torch.softmax(_sample_scores(q, k, scaled), dim=-1)
     return weights.amax(dim=-1).mean().item()
@@ -60,20 +61,21 @@ def softmax_saturation(d_k: int, n_keys: int = 8, n_samples: int = 2_000, scaled
 
 def softmax_gradient_norm(d_k: int, n_keys: int = 8, n_samples: int = 2_000, scaled: bool = False,
                           seed: int = 0) -> float:
-    """Mean norm of the gradient that reaches the query through the softmax, measured with autograd.
+    """Mean norm of the gradient that flows back through the softmax into its input scores.
 
     The loss is ``weights · g`` for a random upstream gradient ``g`` (N, Lk); the function returns the
-    mean over samples of ``‖∂loss/∂q‖``. It collapses towards 0 when the softmax saturates.
+    mean over samples of ``‖∂loss/∂scores‖`` (scores (N, Lk), after scaling when ``scaled``), measured
+    with autograd. It collapses towards 0 when the softmax saturates.
     """
     require_positive_int("d_k", d_k)
     require_positive_int("n_keys", n_keys)
+    require_positive_int("n_samples", n_samples)
     q, k = _random_qk(d_k, n_samples, n_keys, seed)
     upstream = torch.randn(n_samples, n_keys, generator=torch.Generator().manual_seed(seed + 1),
                            dtype=torch.float64)
-    q.requires_grad_(True)
-    weights = torch.softmax(_sample_scores(q, k, scaled), dim=-1)
-    (weights * upstream).sum().backward()
-    return q.grad.norm(dim=-1).mean().item()
+    scores = _sample_scores(q, k, scaled).requires_grad_(True)  # (N, Lk)
+    (torch.softmax(scores, dim=-1) * upstream).sum().backward()
+    return scores.grad.norm(dim=-1).mean().item()
 
 
 def temperature_for(d_k: int) -> float:

@@ -9,22 +9,24 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlib._checks import require_float, require_positive_int, require_rank, require_tensor
+from attnlib._checks import batch_shape, require_float, require_like, require_positive_int, require_rank, require_tensor
 
 
 def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``x @ weight + bias``: (..., L, D) @ (D, Dk) -> (..., L, Dk)."""
+    """``x @ weight + bias``: (..., L, D) @ (D, Dk) -> (..., L, Dk); bias is (Dk,)."""
     for name, t in (("x", x), ("weight", weight)):
         require_tensor(name, t)
         require_float(name, t)
     require_rank("x", x, 1, "(..., L, D)")
     require_rank("weight", weight, 2, "(D, Dk)", max_rank=2)
+    require_like("weight", weight, "x", x)
     if x.shape[-1] != weight.shape[0]:
         raise ValueError(f"expected weight of shape (D, Dk) with D={x.shape[-1]} to match x "
                          f"{tuple(x.shape)}, got {tuple(weight.shape)}")
-    out = x @ weight
+    out = x @ weight  # (..., L, D) @ (D, Dk) -> (..., L, Dk)
     if bias is not None:
         require_tensor("bias", bias)
+        require_like("bias", bias, "x", x)
         if tuple(bias.shape) != (weight.shape[1],):
             raise ValueError(f"expected bias of shape (Dk,) = ({weight.shape[1]},), got {tuple(bias.shape)}")
         out = out + bias
@@ -41,8 +43,8 @@ def dot_product_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     if key.shape[-1] != query.shape[-1]:
         raise ValueError(f"expected key of shape (..., Lk, Dk) with Dk={query.shape[-1]} to match "
                          f"query {tuple(query.shape)}, got {tuple(key.shape)}")
-    if key.dtype != query.dtype:
-        raise TypeError(f"expected query and key to share one dtype, got {query.dtype} and {key.dtype}")
+    require_like("key", key, "query", query)
+    batch_shape(query.shape[:-2], key.shape[:-2])
     return query @ key.transpose(-2, -1)  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
 
 

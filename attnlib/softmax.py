@@ -12,9 +12,11 @@ from attnlib._checks import (
     batch_shape,
     check_dim,
     check_mask,
+    require_bool,
     require_float,
     require_positive,
     require_positive_int,
+    require_rank,
     require_tensor,
 )
 
@@ -74,6 +76,9 @@ def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None = None,
     ``is_causal=True`` applies ``causal_mask(Lq, Lk)``; it cannot be combined with ``attn_mask``.
     """
     require_tensor("scores", scores)
+    require_float("scores", scores)
+    require_rank("scores", scores, 2, "(..., Lq, Lk)")
+    require_bool("is_causal", is_causal)
     lq, lk = scores.shape[-2:]
     if is_causal and attn_mask is not None:
         raise ValueError("expected either attn_mask or is_causal=True, got both")
