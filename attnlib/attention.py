@@ -82,6 +82,8 @@ def _broadcast_batch(query, key, value, attn_mask):
 
 def _fast(query, key, value, attn_mask, is_causal, scale):
     query, key, value = _broadcast_batch(query, key, value, attn_mask)
+    if attn_mask is not None and attn_mask.ndim < 2:  # torch's kernel wants at least (Lq, Lk)
+        attn_mask = attn_mask.reshape((1,) * (2 - attn_mask.ndim) + tuple(attn_mask.shape))
     if attn_mask is not None and attn_mask.dtype != torch.bool:
         attn_mask = attn_mask.to(query.dtype)  # torch's kernel wants a bool mask or the query's dtype
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask,
