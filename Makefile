@@ -48,5 +48,10 @@ notebooks: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=book
 
+# Time and peak memory of attnlib's attention paths vs torch SDPA (CPU, and CUDA when present).
+# Options: make bench BENCH_ARGS="--quick" or BENCH_ARGS="--lengths 512 1024 --batch 4 --heads 8".
+bench: $(STAMP)
+	$(PY) -m attnlib.bench $(BENCH_ARGS)
+
 clean:
 	rm -rf _build .pytest_cache .hypothesis
