@@ -1,0 +1,81 @@
+"""Sphinx extension: serve the npm-installed browser libraries from the site itself.
+
+At the end of an HTML build it copies every file listed by ``attnlib.views.assets.site_files()``
+(require.js, d3, jQuery, the ipywidgets html-manager, MathJax 3 with its fonts) from
+``node_modules/`` into ``<outdir>/_static/_vendor/``. Only the *output* gets them: Jupyter Book 1
+adds every .js/.css of a *source* ``_static/`` folder to every page, so they are never copied into
+the repository. ``_config.yml`` points ``nb_ipywidgets_js`` and ``mathjax_path`` at these copies,
+so no page loads anything from a CDN.
+
+On pages with widgets and math it adds ``mathjax2_hub.js`` (ours), which gives MathJax 3 the one
+MathJax 2 call the widgets make. It also drops duplicate ``<script>`` elements from every page:
+Sphinx 7.4 registers an inline script added with ``add_js_file(None, body=...)`` twice (once as
+``None``, once as ``''``), and sphinx-thebe's ``const THEBE_JS_URL = ...`` then throws
+"Identifier has already been declared".
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+from sphinx.util import logging
+
+from attnlib.views import assets
+
+logger = logging.getLogger(__name__)
+HERE = Path(__file__).resolve().parent
+HUB_SHIM = "mathjax2_hub.js"  # copied to _static/, relative to _static/ like every add_js_file path
+
+
+def copy_vendored(app: Sphinx, exception: Exception | None) -> None:
+    """Copy the vendored libraries into the HTML output (build-finished handler)."""
+    if exception is not None or app.builder is None or app.builder.format != "html":
+        return
+    try:
+        pairs = assets.site_files()
+    except FileNotFoundError as error:
+        raise ExtensionError(f"vendored JavaScript missing: {error}") from error
+    outdir = Path(app.outdir)
+    for source, site_path in pairs:
+        destination = outdir / site_path
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, destination)
+    shutil.copyfile(HERE / HUB_SHIM, outdir / "_static" / HUB_SHIM)
+    logger.info(f"vendor_assets: copied {len(pairs)} files from node_modules into {outdir / assets.VENDOR_DIR}")
+
+
+def _script_key(script) -> tuple:
+    attributes = getattr(script, "attributes", {})
+    return (getattr(script, "filename", script) or "", getattr(script, "priority", 500),
+            tuple(sorted((k, str(v)) for k, v in attributes.items())))
+
+
+def _loads(scripts: list, path: str) -> bool:
+    return any((getattr(script, "filename", script) or "").endswith(path) for script in scripts)
+
+
+def finish_page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Per page (html-page-context, runs last): add the MathJax 2 shim where widgets meet MathJax 3,
+    then keep the first of identical ``<script>`` entries."""
+    scripts = context.get("script_files")
+    if not isinstance(scripts, list):
+        return
+    if _loads(scripts, assets.WIDGETS_JS) and _loads(scripts, assets.MATHJAX_JS):
+        app.builder.add_js_file(HUB_SHIM, defer="defer", priority=501)  # after MathJax (500), this page only
+    seen, unique = set(), []
+    for script in scripts:
+        key = _script_key(script)
+        if key not in seen:
+            seen.add(key)
+            unique.append(script)
+    scripts[:] = unique
+
+
+def setup(app: Sphinx) -> dict:
+    """Register the copy step and the per-page script fixes."""
+    app.connect("build-finished", copy_vendored)
+    app.connect("html-page-context", finish_page_scripts, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

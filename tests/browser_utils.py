@@ -1,0 +1,220 @@
+"""Helpers for the real-browser tests: a loopback static server, headless Chromium, its network log.
+
+Chromium is Debian's (``apt-get install chromium chromium-driver``, see ``.ci/run``); Selenium
+Manager cannot download a browser here, so the binary and the driver are named explicitly. Every
+request the page makes is read from the DevTools performance log (``goog:loggingPrefs``), so a
+request to any host other than loopback is seen even though it could not succeed.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import io
+import json
+import mimetypes
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+CHROME_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
+    "--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1280,900",
+    # belt and braces: a name other than loopback never resolves (the log still records the attempt)
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
+)
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+LOCAL_SCHEMES = {"data", "blob", "about", "chrome-error"}
+COMPRESSIBLE = (".html", ".js", ".css", ".json", ".svg", ".txt", ".map", ".xml", ".ttf", ".eot")
+
+
+def chromium_missing() -> str | None:
+    """Why Chromium cannot run here (a message), or None when the binary and driver are installed."""
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not Path(path).exists()]
+    if missing:
+        return (f"expected Debian chromium and chromium-driver at {', '.join(missing)}; install them with "
+                f"`apt-get install -y chromium chromium-driver` (what .ci/run does)")
+    return None
+
+
+# --- a static server on loopback that compresses like a real host -------------------------------------
+
+
+@functools.lru_cache(maxsize=512)
+def _gzipped(path: str, mtime: float) -> bytes:
+    return gzip.compress(Path(path).read_bytes(), compresslevel=6, mtime=0)
+
+
+class _Handler(SimpleHTTPRequestHandler):
+    """Static files; gzip for text when the browser accepts it (as GitHub Pages or nginx do); no caching."""
+
+    def send_head(self):
+        path = self.translate_path(self.path)
+        wants_gzip = "gzip" in self.headers.get("Accept-Encoding", "")
+        if not (wants_gzip and os.path.isfile(path) and path.endswith(COMPRESSIBLE)):
+            return super().send_head()
+        body = _gzipped(path, os.path.getmtime(path))
+        self.send_response(200)
+        self.send_header("Content-Type", mimetypes.guess_type(path)[0] or "application/octet-stream")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
+
+    def end_headers(self):
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, format, *args):  # noqa: A002 - the stdlib's name
+        pass
+
+
+@contextmanager
+def serve(directory: Path) -> Iterator[str]:
+    """Serve ``directory`` on 127.0.0.1 (a free port) in a thread; yields the base URL ending in '/'."""
+    handler = functools.partial(_Handler, directory=str(directory))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# --- headless Chromium -------------------------------------------------------------------------------
+
+
+@contextmanager
+def chromium(width: int = 1280, height: int = 900):
+    """A headless Chromium (fresh profile, cache off) whose console and network are logged."""
+    from selenium import webdriver  # noqa: PLC0415 - only the browser tests need selenium
+    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
+
+    profile = tempfile.mkdtemp(prefix="attnlib-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        driver.set_window_size(width, height)
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
+        driver.set_script_timeout(60)
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# --- what the page did on the network ----------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    """One network request of a page, from the DevTools log."""
+
+    url: str
+    kind: str = ""
+    status: int | None = None
+    transferred: int = 0  # bytes on the wire (compressed, with headers)
+    size: int = 0  # bytes after decompression
+    error: str | None = None
+
+
+def performance_messages(driver) -> list[dict]:
+    """Drain the DevTools performance log: a list of {'method': ..., 'params': ...}."""
+    return [json.loads(entry["message"])["message"] for entry in driver.get_log("performance")]
+
+
+def _apply(requests: dict[str, Request], method: str, params: dict) -> None:
+    rid = params.get("requestId")
+    if method == "Network.requestWillBeSent":
+        requests[rid] = Request(url=params["request"]["url"], kind=params.get("type", ""))
+    elif method == "Network.webSocketCreated":
+        requests[rid] = Request(url=params["url"], kind="WebSocket")
+    elif rid in requests and method == "Network.responseReceived":
+        requests[rid].status = params["response"]["status"]
+    elif rid in requests and method == "Network.dataReceived":
+        requests[rid].size += params["dataLength"]
+    elif rid in requests and method == "Network.loadingFinished":
+        requests[rid].transferred = int(params["encodedDataLength"])
+    elif rid in requests and method == "Network.loadingFailed":
+        requests[rid].error = params.get("blockedReason") or params.get("errorText", "failed")
+
+
+def network_requests(messages: list[dict]) -> list[Request]:
+    """Every request in ``messages`` (performance-log entries), with status, bytes and errors."""
+    requests: dict[str, Request] = {}
+    for message in messages:
+        _apply(requests, message["method"], message.get("params", {}))
+    return list(requests.values())
+
+
+def is_loopback(url: str) -> bool:
+    """True for URLs that never leave this machine (loopback hosts, data:, blob:, about:)."""
+    parts = urlsplit(url)
+    return parts.scheme in LOCAL_SCHEMES or (parts.hostname or "") in LOOPBACK
+
+
+def wait_network_idle(driver, quiet_s: float = 0.75, timeout_s: float = 30.0) -> list[dict]:
+    """Drain the performance log until no network event came for ``quiet_s``; returns what was read."""
+    messages, last, deadline = [], time.monotonic(), time.monotonic() + timeout_s
+    while time.monotonic() - last < quiet_s and time.monotonic() < deadline:
+        new = [m for m in performance_messages(driver) if m["method"].startswith("Network.")]
+        if new:
+            messages.extend(new)
+            last = time.monotonic()
+        time.sleep(0.1)
+    return messages
+
+
+def console_errors(driver) -> list[str]:
+    """Drain the browser console log; returns the SEVERE entries (errors, failed loads)."""
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def full_page_screenshot(driver, path: Path, max_height: int = 16000) -> Path:
+    """Write a PNG of the whole page (up to ``max_height`` CSS pixels tall) to ``path``.
+
+    The window is made as tall as the page for the shot, so sticky sidebars and headers stay where a
+    reader sees them; the window size is restored afterwards.
+    """
+    import base64  # noqa: PLC0415
+
+    width, height = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+    full = driver.execute_script("return document.documentElement.scrollHeight")
+    metrics = {"width": width, "height": min(full, max_height), "deviceScaleFactor": 1, "mobile": False}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png"})
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(base64.b64decode(shot["data"]))
+    return path
+
+
+def require_chromium() -> None:
+    """Fail (not skip) the calling test with the install command when Chromium is missing."""
+    reason = chromium_missing()
+    if reason:
+        pytest.fail(reason, pytrace=False)
