@@ -48,6 +48,15 @@ notebooks: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=book
 
+# Course material with nbgrader (course/, book/instructors.md): student versions of every chapter under
+# _build/course/release/, and autograding of a folder laid out as <student>/<assignment>/<notebook>.ipynb.
+student: $(STAMP)
+	$(PY) -m course student
+
+autograde: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make autograde SUBMISSIONS=<folder>/<student>/<assignment>/<notebook>.ipynb"; exit 2; }
+	$(PY) -m course autograde "$(SUBMISSIONS)"
+
 # Time and peak memory of attnlib's attention paths vs torch SDPA (CPU, and CUDA when present).
 # Options: make bench BENCH_ARGS="--quick" or BENCH_ARGS="--lengths 512 1024 --batch 4 --heads 8".
 bench: $(STAMP)
