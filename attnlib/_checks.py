@@ -75,12 +75,14 @@ def require_positive_int(name: str, value) -> None:
 
 
 def check_dim(name: str, x, dim: int) -> int:
-    """Return ``dim`` as a non-negative index into ``x``'s dims, or raise TypeError/ValueError."""
+    """Return ``dim`` as a non-negative index into a non-empty dim of ``x``, or raise TypeError/ValueError."""
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
         raise TypeError(f"expected dim to be an int, got {_kind(dim)}")
     if not -x.ndim <= dim < x.ndim:
         raise ValueError(f"expected dim in [{-x.ndim}, {x.ndim - 1}] for {name} of shape "
                          f"{tuple(x.shape)}, got dim={dim}")
+    if x.shape[dim] == 0:
+        raise ValueError(f"expected {name} with at least one entry along dim={dim}, got shape {tuple(x.shape)}")
     return dim % x.ndim
 
 
@@ -105,6 +107,8 @@ def check_qkv(query, key, value) -> None:
     require_rank("query", query, 2, "(..., Lq, Dk)")
     require_rank("key", key, 2, "(..., Lk, Dk)")
     require_rank("value", value, 2, "(..., Lk, Dv)")
+    if key.shape[-2] == 0 or key.shape[-1] == 0:
+        raise ValueError(f"expected key of shape (..., Lk, Dk) with Lk >= 1 and Dk >= 1, got {tuple(key.shape)}")
     if key.shape[-1] != query.shape[-1]:
         raise ValueError(f"expected key of shape (..., Lk, Dk) with Dk={query.shape[-1]} to match "
                          f"query {tuple(query.shape)}, got {tuple(key.shape)}")

@@ -97,7 +97,10 @@ def causal_mask(lq: int, lk: int | None = None) -> np.ndarray:
 def padding_mask(lengths, length: int) -> np.ndarray:
     """Boolean (B, 1, 1, L) mask, True for the first ``lengths[b]`` keys of sequence b."""
     require_positive_int("L", length)
-    lengths = np.asarray(lengths)
+    try:
+        lengths = np.asarray(lengths)
+    except ValueError:
+        raise TypeError(f"expected lengths as a 1-D sequence of ints (B,), got {type(lengths).__name__}") from None
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
         raise TypeError(f"expected lengths as a 1-D sequence of ints (B,), got shape {lengths.shape} "
                         f"dtype {lengths.dtype}")

@@ -50,6 +50,8 @@ def causal_mask(lq: int, lk: int | None = None, device=None) -> torch.Tensor:
     lk = lq if lk is None else lk
     require_positive_int("Lq", lq)
     require_positive_int("Lk", lk)
+    if device is not None and not isinstance(device, (str, torch.device)):
+        raise TypeError(f"expected device to be None, a str or a torch.device, got {type(device).__name__}")
     return torch.ones(lq, lk, dtype=torch.bool, device=device).tril()
 
 
@@ -59,7 +61,10 @@ def padding_mask(lengths, length: int) -> torch.Tensor:
     ``lengths`` is a sequence or 1-D integer tensor of B true lengths, each in [0, L].
     """
     require_positive_int("L", length)
-    lengths = torch.as_tensor(lengths)
+    try:
+        lengths = torch.as_tensor(lengths)
+    except (RuntimeError, TypeError, ValueError):
+        raise TypeError(f"expected lengths as a 1-D sequence of ints (B,), got {type(lengths).__name__}") from None
     if lengths.ndim != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
         raise TypeError(f"expected lengths as a 1-D sequence of ints (B,), got shape "
                         f"{tuple(lengths.shape)} dtype {lengths.dtype}")
