@@ -72,7 +72,8 @@ def scale_scores(scores: np.ndarray, d_k: int) -> np.ndarray:
 def softmax(x: np.ndarray, dim: int = -1, temperature: float = 1.0) -> np.ndarray:
     """Stable softmax of ``x / temperature`` along ``dim``; an all ``-inf`` row becomes zeros.
 
-    Shape and dtype kept; float16 inputs are computed in float32, as in the torch version.
+    Typically scores (..., Lq, Lk) -> weights (..., Lq, Lk). Shape and dtype kept; float16 inputs
+    are computed in float32, as in the torch version.
     """
     _arrays(x=x)
     require_positive("temperature", temperature)

@@ -24,8 +24,9 @@ from attnlib._checks import (
 def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.Tensor:
     """Numerically stable softmax of ``x / temperature`` along ``dim``; shape and dtype kept.
 
-    Subtracts each row's maximum before ``exp``. A row that is entirely ``-inf`` (every key
-    masked) becomes all zeros instead of NaN. Half-precision inputs are computed in float32.
+    Typically scores (..., Lq, Lk) -> weights (..., Lq, Lk). Subtracts each row's maximum before
+    ``exp``. A row that is entirely ``-inf`` (every key masked) becomes all zeros instead of NaN.
+    Half-precision inputs are computed in float32.
     """
     require_tensor("x", x)
     require_float("x", x)
