@@ -94,7 +94,8 @@ class MultiHeadAttention(nn.Module):
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
         """A MultiHeadAttention with the weights of a ``torch.nn.MultiheadAttention`` (batch_first or not).
 
-        The copy is always batch-first. Modules with ``add_bias_kv`` or ``add_zero_attn`` are refused.
+        The copy is always batch-first and has no dropout (it matches ``module`` in eval mode). Modules
+        with ``add_bias_kv`` or ``add_zero_attn`` are refused.
         """
         if not isinstance(module, nn.MultiheadAttention):
             raise TypeError(f"expected a torch.nn.MultiheadAttention, got {type(module).__qualname__}")
