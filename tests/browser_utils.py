@@ -38,7 +38,8 @@ CHROME_FLAGS = (
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
 )
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-LOCAL_SCHEMES = {"data", "blob", "about", "chrome-error"}
+# data:, blob:, about: and the browser's own internal pages (its start page, error pages) never leave the machine
+LOCAL_SCHEMES = {"data", "blob", "about", "chrome", "chrome-error", "chrome-untrusted", "devtools"}
 COMPRESSIBLE = (".html", ".js", ".css", ".json", ".svg", ".txt", ".map", ".xml", ".ttf", ".eot")
 
 

@@ -244,6 +244,53 @@ def test_widgets_render(page_visit):
     assert probe["widgetClasses"], f"{page_visit.page}: no .widget-* element rendered: {probe}"
 
 
+VISIBLE_VIEWS = """
+return Array.from(document.querySelectorAll('.widget-subarea .widget-html-content'))
+  .filter(e => e.offsetParent !== null).map(e => e.innerHTML);
+"""
+DROPDOWN_NEXT = """
+const select = document.querySelector('.widget-subarea .widget-dropdown select');
+if (!select || select.options.length < 2) { return false; }
+select.selectedIndex = (select.selectedIndex + 1) % select.options.length;
+select.dispatchEvent(new Event('change', {bubbles: true}));
+return true;
+"""
+
+
+def _move_first_control(driver) -> str:
+    """Change the first dropdown (or, without one, press → on the first slider); returns what it moved."""
+    from selenium.webdriver.common.by import By  # noqa: PLC0415
+    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
+
+    if driver.execute_script(DROPDOWN_NEXT):
+        return "dropdown"
+    handles = driver.find_elements(By.CSS_SELECTOR, ".widget-subarea .widget-slider .noUi-handle")
+    if not handles:
+        return ""
+    handles[0].send_keys(Keys.ARROW_RIGHT)
+    return "slider"
+
+
+@by_page
+def test_widgets_respond_without_a_kernel(page_visit, browser):
+    """Moving a control shows another precomputed view: the links run in the page's JavaScript."""
+    if page_visit.probe["widgetViews"] == 0:
+        pytest.skip("no widget on this page")
+    driver, base_url = browser
+    driver.get(f"{base_url}{page_visit.page}.html")
+    _wait_ready(driver)
+    before = driver.execute_script(VISIBLE_VIEWS)
+    moved = _move_first_control(driver)
+    if not moved:
+        pytest.skip("no dropdown or slider to move on this page")
+    deadline, after = time.monotonic() + 10, before
+    while after == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+        after = driver.execute_script(VISIBLE_VIEWS)
+    assert after != before, f"{page_visit.page}: moving the {moved} changed no visible view"
+    assert bu.console_errors(driver) == []
+
+
 @by_page
 def test_math_is_typeset_by_local_mathjax(page_visit):
     probe = page_visit.probe

@@ -1,0 +1,206 @@
+"""The real-model chapter in a real JupyterLab: run every cell in the browser, see the head view draw.
+
+Starts JupyterLab on 127.0.0.1 (token, throwaway config/settings/workspace folders, no update check,
+no news, no extension manager) in a temporary copy of the repository's ``book/`` folder, opens
+``book/06_real_model.ipynb`` in headless Chromium, clears the stored outputs, runs all cells with
+JupyterLab's own ``notebook:run-all-cells`` command (what Run > Run All Cells does) and checks that
+the fresh output holds BertViz's head view: an ``<svg>`` with attention lines. Every request the
+page makes must stay on loopback. While the chapter does not exist yet, a small notebook that calls
+``attnlib.views.bertviz.head_view`` stands in for it (the test says so in its output).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import browser_utils as bu
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHAPTER = "book/06_real_model.ipynb"
+STAND_IN = "book/lab_head_view_check.ipynb"
+TOKEN = "attnlib-browser-test"
+SERVER_CONFIG = {  # nothing the server does may leave loopback either
+    "LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
+               "extension_manager": "readonly", "expose_app_in_browser": True},
+    "ServerApp": {"open_browser": False, "port_retries": 0, "allow_root": True},  # CI runs as root
+}
+
+RUN_ALL = """
+const done = arguments[arguments.length - 1];
+const app = window.jupyterapp;
+(async () => {
+  const panel = app.shell.currentWidget;
+  await panel.context.ready;
+  await panel.sessionContext.ready;
+  await app.commands.execute('notebook:clear-all-cell-outputs');
+  const ok = await app.commands.execute('notebook:run-all-cells');
+  done({ok: ok, kernel: panel.sessionContext.session && panel.sessionContext.session.kernel.name});
+})().catch(e => done({ok: false, error: String(e && e.stack || e)}));
+"""
+
+PROBE = """
+const all = (s, root) => Array.from((root || document).querySelectorAll(s));
+const visible = l => parseFloat(l.getAttribute('stroke-opacity') || '1') > 0;
+const view = r => ({id: r.id, svgs: all('svg', r).length, lines: all('svg line', r).filter(visible).length});
+return {
+  heads: all('.jp-OutputArea [id^="attnlib-head-"]').map(view),
+  models: all('.jp-OutputArea [id^="attnlib-model-"]').map(view),
+  errors: all('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], '
+              + '.jp-RenderedText[data-mime-type="application/vnd.jupyter.error"]')
+          .map(e => e.textContent.slice(0, 500)),
+  busy: all('.jp-InputPrompt').filter(p => p.textContent.includes('*')).length,
+};
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stand_in_notebook() -> nbformat.NotebookNode:
+    """A small notebook that draws one head view of random attention with attnlib's BertViz view."""
+    source = ("import torch\n"
+              "from attnlib.views.bertviz import head_view\n"
+              "generator = torch.Generator().manual_seed(0)\n"
+              "attention = [torch.softmax(torch.randn(1, 2, 5, 5, generator=generator), dim=-1) for _ in range(2)]\n"
+              "head_view(attention, ['the', 'cat', 'sat', 'on', 'mats'])")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def prepare_root(root: Path) -> str:
+    """Copy book/ into ``root``; returns the notebook to open (the chapter, or the stand-in)."""
+    shutil.copytree(bu.REPO / "book", root / "book",
+                    ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints", "__pycache__"))
+    if (root / CHAPTER).is_file():
+        return CHAPTER
+    nbformat.write(stand_in_notebook(), root / STAND_IN)
+    return STAND_IN
+
+
+def _wait_for_server(url: str, process: subprocess.Popen, log: Path, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
+            raise RuntimeError(f"expected JupyterLab to keep running, it exited with {process.returncode}:\n{tail}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"expected JupyterLab to answer {url} within {timeout_s:.0f} s, it did not")
+
+
+def _environment(home: Path) -> dict:
+    config = home / "config"
+    config.mkdir()
+    (config / "jupyter_server_config.json").write_text(json.dumps(SERVER_CONFIG), encoding="utf-8")
+    news = home / "settings" / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}), encoding="utf-8")
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.pop("JUPYTER_TOKEN", None)
+    return env
+
+
+def _stop(process: subprocess.Popen, base: str) -> None:
+    if process.poll() is not None:
+        return
+    request = urllib.request.Request(f"{base}api/shutdown", method="POST",
+                                     headers={"Authorization": f"token {TOKEN}"})
+    try:
+        urllib.request.urlopen(request, timeout=10).close()  # stops its kernels too
+        process.wait(timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    bu.require_chromium()
+    home = tmp_path_factory.mktemp("jupyterlab")
+    root = home / "repo"
+    notebook = prepare_root(root)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/"
+    command = [sys.executable, "-m", "jupyterlab", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}"]
+    log_path = home / "jupyterlab.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(command, cwd=root, env=_environment(home), stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        _wait_for_server(f"{base}api/status?token={TOKEN}", process, log_path)
+        yield base, notebook
+    finally:
+        _stop(process, base)
+        log.close()
+
+
+def _wait_notebook_open(driver, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    script = ("const a = window.jupyterapp; const w = a && a.shell.currentWidget;"
+              "return !!(w && w.content && w.content.widgets && w.content.widgets.length && w.context);")
+    while time.monotonic() < deadline:
+        if driver.execute_script(script):
+            return
+        time.sleep(0.5)
+    raise TimeoutError("expected JupyterLab to open the notebook, no notebook panel appeared")
+
+
+def _wait_head_view(driver, timeout_s: float = 60.0) -> dict:
+    deadline, probe = time.monotonic() + timeout_s, driver.execute_script(PROBE)
+    while time.monotonic() < deadline and not any(v["lines"] for v in probe["heads"]):
+        time.sleep(0.5)
+        probe = driver.execute_script(PROBE)
+    return probe
+
+
+def _screenshot_head_view(driver, path: Path) -> None:
+    driver.execute_script("const v = document.querySelector('.jp-OutputArea [id^=\"attnlib-head-\"]');"
+                          "if (v) { v.scrollIntoView({block: 'center'}); }")
+    time.sleep(0.5)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(path))
+
+
+def test_head_view_renders_in_jupyterlab(jupyterlab, capsys):
+    base, notebook = jupyterlab
+    start = time.monotonic()
+    with bu.chromium(width=1400, height=1000) as driver:
+        driver.set_script_timeout(600)
+        driver.get(f"{base}lab/tree/{notebook}?token={TOKEN}")
+        _wait_notebook_open(driver)
+        result = driver.execute_async_script(RUN_ALL)
+        probe = _wait_head_view(driver)
+        requests = bu.network_requests(bu.wait_network_idle(driver))
+        _screenshot_head_view(driver, bu.REPO / "_build" / "screenshots" / "jupyterlab" / f"{Path(notebook).stem}.png")
+    with capsys.disabled():
+        print(f"\nJupyterLab: ran {notebook} in {time.monotonic() - start:.1f} s, {len(requests)} requests, "
+              f"head views {probe['heads']}, model views {probe['models']}")
+    assert result.get("ok") is True, f"expected Run All Cells to finish, got {result}"
+    assert probe["errors"] == [], f"cells wrote errors: {probe['errors']}"
+    assert probe["heads"], f"expected a head view in the outputs of {notebook}, got {probe}"
+    assert all(v["svgs"] > 0 and v["lines"] > 0 for v in probe["heads"]), probe["heads"]
+    outside = [r.url for r in requests if not bu.is_loopback(r.url)]
+    assert outside == [], f"JupyterLab page requests leaving loopback: {outside}"
