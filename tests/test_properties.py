@@ -15,21 +15,33 @@ VALUES = st.floats(-5, 5, allow_nan=False, allow_infinity=False, width=64)
 
 @st.composite
 def attention_inputs(draw, masked=True):
-    """query (B, Lq, Dk), key (B, Lk, Dk), value (B, Lk, Dv) in float64, and a bool mask (B, Lq, Lk) or None."""
+    """query (B, Lq, Dk), key (B, Lk, Dk), value (B, Lk, Dv) in float64, and a mask (B, Lq, Lk) or None.
+
+    The mask is bool (True = may attend) or float (finite values added, ``-inf`` hides a key).
+    """
     b, lq, lk = draw(st.integers(1, 2)), draw(st.integers(1, 5)), draw(st.integers(1, 6))
     dk, dv = draw(st.integers(1, 6)), draw(st.integers(1, 4))
     query, key, value = (torch.from_numpy(draw(hnp.arrays("float64", shape, elements=VALUES)))
                          for shape in [(b, lq, dk), (b, lk, dk), (b, lk, dv)])
-    mask = None
-    if masked and draw(st.booleans()):
-        mask = torch.from_numpy(draw(hnp.arrays(bool, (b, lq, lk))))
-    return query, key, value, mask
+    kind = draw(st.sampled_from(["bool", "float", "none"] if masked else ["none"]))
+    if kind == "none":
+        return query, key, value, None
+    keep = torch.from_numpy(draw(hnp.arrays(bool, (b, lq, lk))))
+    if kind == "bool":
+        return query, key, value, keep
+    additive = torch.from_numpy(draw(hnp.arrays("float64", (b, lq, lk), elements=VALUES)))
+    return query, key, value, additive.masked_fill(~keep, float("-inf"))
+
+
+def _keep(mask):
+    """Where a query may attend: a bool mask itself, or where a float mask is not -inf."""
+    return mask if mask.dtype == torch.bool else mask > float("-inf")
 
 
 def _allowed_rows(mask, query, key):
     if mask is None:
         return torch.ones(*query.shape[:-1], dtype=torch.bool)
-    return mask.expand(*query.shape[:-1], key.shape[-2]).any(dim=-1)  # (B, Lq): at least one key visible
+    return _keep(mask).expand(*query.shape[:-1], key.shape[-2]).any(dim=-1)  # (B, Lq): at least one key visible
 
 
 @PROPERTY
@@ -52,7 +64,7 @@ def test_masked_keys_get_exactly_zero_weight_and_dead_rows_zero_output(inputs):
         dead = ~_allowed_rows(mask, query, key)
         assert out[dead].eq(0).all()
         if need_weights and mask is not None:
-            assert weights[~mask.expand_as(weights)].eq(0).all()
+            assert weights[~_keep(mask).expand_as(weights)].eq(0).all()
 
 
 @PROPERTY
