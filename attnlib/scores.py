@@ -72,5 +72,7 @@ class QKVProjection(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(..., L, D) -> Q (..., L, Dk), K (..., L, Dk), V (..., L, Dv)."""
+        require_tensor("x", x)
+        require_like("x", x, "the module's weights", self.w_q)
         return (project(x, self.w_q, self.b_q), project(x, self.w_k, self.b_k),
                 project(x, self.w_v, self.b_v))

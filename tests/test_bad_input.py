@@ -137,6 +137,8 @@ CASES = [
      "Lk=6", "(2, 5, 3)"),
     ("merge_heads rank", lambda: merge_heads(X), ValueError, "(B, H, L, Dk)", "(2, 5, 8)"),
     ("scale_scores d_k", lambda: scale_scores(X, -4), ValueError, "positive int", "-4"),
+    ("QKVProjection input dtype", lambda: QKVProjection(8, 4)(X.double()), TypeError, "dtype torch.float32",
+     "torch.float64"),
     ("QKVProjection d_k", lambda: QKVProjection(8, 4.0), TypeError, "positive int", "builtins.float"),
     ("score_variance d_k", lambda: score_variance(0), ValueError, "positive int", "got 0"),
     ("numpy Dk mismatch", lambda: numpy_ops.dot_product_scores(np.zeros((4, 8)), np.zeros((6, 5))), ValueError,
