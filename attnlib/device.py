@@ -71,7 +71,12 @@ def available_devices() -> list[str]:
 
 def describe_device(device: torch.device | str | None = None) -> str:
     """A human-readable name for ``device`` (default: ``get_device()``), e.g. for plot labels."""
-    device = torch.device(device) if device is not None else get_device()
+    if device is None:
+        device = get_device()
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"expected a device such as 'cpu', 'cuda:0' or 'mps', got {device!r}") from None
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
     return str(device)

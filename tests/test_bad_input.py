@@ -38,6 +38,7 @@ from attnlib import (
     split_heads,
     weighted_sum,
 )
+from attnlib.device import describe_device
 from attnlib.scaling import score_variance
 
 Q, K, V = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 3)
@@ -111,6 +112,7 @@ CASES = [
     ("scale nan", sdpa(scale=float("nan")), ValueError, "finite number > 0", "got nan"),
     ("unknown ATTNLIB_DEVICE", with_device_env("tpu"), ValueError, "one of cpu, cuda, cuda:N, mps", "'tpu'"),
     ("unavailable ATTNLIB_DEVICE", with_device_env("cuda:99"), ValueError, "available: cpu", "'cuda:99'"),
+    ("describe_device name", lambda: describe_device("gpu0"), ValueError, "a device such as 'cpu'", "'gpu0'"),
     ("padding length too long", lambda: padding_mask([6, 2], 5), ValueError, "[0, 5]", "[6, 2]"),
     ("padding length negative", lambda: numpy_ops.padding_mask([-1, 2], 5), ValueError, "[0, 5]", "[-1, 2]"),
     ("padding lengths not ints", lambda: padding_mask([1.5, 2.0], 5), TypeError, "1-D sequence of ints",
