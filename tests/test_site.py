@@ -109,6 +109,9 @@ return {
   mjxContainers: all('mjx-container').length,
   mathErrors: all('mjx-merror').map(e => e.textContent),
   bertviz: bertviz,
+  icons: all('svg.svg-inline--fa').length,
+  iconsMissing: all('svg.svg-inline--fa.missing').map(e => e.getAttribute('data-icon')),
+  iconsNotDrawn: all('i[class*="fa-"]').filter(e => !e.closest('.jupyter-widgets')).map(e => e.className),
 };
 """
 
@@ -323,6 +326,14 @@ def test_bertviz_views_draw_attention(page_visit):
         assert view["svgs"] > 0 and view["visibleLines"] > 0, f"{kind} drew no attention lines: {view}"
         if kind == "model view":
             _check_model_view(view)
+
+
+@by_page
+def test_theme_icons_are_drawn(page_visit):
+    """Every Font Awesome icon of the theme is drawn (the site ships only the icons it uses)."""
+    probe = page_visit.probe
+    assert probe["icons"] > 0, f"{page_visit.page}: no theme icon drawn at all"
+    assert probe["iconsMissing"] == [] and probe["iconsNotDrawn"] == [], probe
 
 
 @by_page

@@ -7,6 +7,9 @@ adds every .js/.css of a *source* ``_static/`` folder to every page, so they are
 the repository. ``_config.yml`` points ``nb_ipywidgets_js`` and ``mathjax_path`` at these copies,
 so no page loads anything from a CDN.
 
+It also replaces the theme's all-icons ``fontawesome.js`` (542 kB gzipped on every page) by Font
+Awesome's core with only the icons the site names (``fontawesome_subset.py``).
+
 On pages with widgets and math it adds ``mathjax2_hub.js`` (ours), which gives MathJax 3 the one
 MathJax 2 call the widgets make. It also drops duplicate ``<script>`` elements from every page:
 Sphinx 7.4 registers an inline script added with ``add_js_file(None, body=...)`` twice (once as
@@ -25,8 +28,14 @@ from sphinx.util import logging
 
 from attnlib.views import assets
 
+try:  # this folder is on sys.path when Sphinx loads the extension (JB1 local_extensions)
+    from fontawesome_subset import write_subset
+except ImportError:  # imported as book._ext.vendor_assets
+    from .fontawesome_subset import write_subset
+
 logger = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
+FONTAWESOME = "@fortawesome/fontawesome-free"  # npm, the version pydata-sphinx-theme bundles (6.5.2)
 HUB_SHIM = "mathjax2_hub.js"  # copied to _static/, relative to _static/ like every add_js_file path
 
 
@@ -44,7 +53,9 @@ def copy_vendored(app: Sphinx, exception: Exception | None) -> None:
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, destination)
     shutil.copyfile(HERE / HUB_SHIM, outdir / "_static" / HUB_SHIM)
-    logger.info(f"vendor_assets: copied {len(pairs)} files from node_modules into {outdir / assets.VENDOR_DIR}")
+    icons = write_subset(outdir, assets.node_modules() / FONTAWESOME)
+    logger.info(f"vendor_assets: copied {len(pairs)} files from node_modules into {outdir / assets.VENDOR_DIR}; "
+                f"the theme's fontawesome.js now carries the {icons} icons the site uses")
 
 
 def _script_key(script) -> tuple:
