@@ -257,6 +257,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--causal", action="store_true", help="causal attention")
     p.add_argument("--min-run-time", type=float, default=0.6, help="seconds of timing per path and L (default 0.6)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds; the fastest counts (default 3)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--quick", action="store_true", help="small lengths (128 256 512), short timing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
@@ -281,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark the command line asks for and print the table and the headline ratios."""
     args = _parser().parse_args(argv)
     config = _config(args)
+    if args.threads:
+        require_positive_int("threads", args.threads)
+        torch.set_num_threads(args.threads)
     rows = run(config, progress=not args.no_progress)
     print(f"attention benchmark on {machine()}; torch {torch.__version__}")
     print(f"B={config.batch} H={config.heads} D={config.dim} causal={config.is_causal}; "
