@@ -128,3 +128,15 @@ def test_cuda_results_equal_cpu_results():
     for name in cpu:
         for a, b in zip(cpu[name], cuda[name], strict=True):
             torch.testing.assert_close(b.cpu(), a, atol=1e-10, rtol=1e-8, equal_nan=True, msg=name)
+
+
+@CUDA
+def test_mixed_devices_raise_clear_errors():
+    q, k, v = randn(4, 8), randn(6, 8), randn(6, 3)
+    with pytest.raises(ValueError, match="on one device") as info:
+        attnlib.scaled_dot_product_attention(q.cuda(), k, v)
+    assert "cuda:0" in str(info.value) and "cpu" in str(info.value)
+    with pytest.raises(ValueError, match="like the query, got cpu"):
+        attnlib.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), attn_mask=torch.ones(4, 6, dtype=bool))
+    with pytest.raises(ValueError, match="expected weight on cuda:0 like x, got cpu"):
+        attnlib.project(q.cuda(), randn(8, 2))
