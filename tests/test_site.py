@@ -17,7 +17,7 @@ import os
 import re
 import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import browser_utils as bu
@@ -132,7 +132,6 @@ class Visit:
     mathjax: str
     screenshot: Path
     seconds: float
-    kinds: dict = field(default_factory=dict)
 
     @property
     def transferred(self) -> int:

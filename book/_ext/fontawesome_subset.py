@@ -52,7 +52,9 @@ def subset_pack(source: str, names: set[str], pack: str = "solid") -> tuple[str,
     """Font Awesome pack source (e.g. ``js/solid.js``) keeping only icons in ``names``; (source, count)."""
     head, icons, tail = _split_pack(source, pack)
     kept = {name: icon for name, icon in icons.items() if _wanted(name, icon, names)}
-    return f"{head}  var icons = {json.dumps(kept, separators=(',', ':'))};{tail}", len(kept)
+    entries = ",\n".join(f"    {json.dumps(name)}: {json.dumps(icon, separators=(',', ':'))}"
+                          for name, icon in kept.items())  # the pack's own layout, one icon a line
+    return f"{head}{_ICONS_START}{entries}{_ICONS_END}{tail[1:]}", len(kept)
 
 
 def write_subset(outdir: Path, fontawesome_free: Path) -> int:

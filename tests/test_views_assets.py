@@ -1,0 +1,133 @@
+"""attnlib.views.assets and the site's build helpers (book/_ext): the npm libraries, without a browser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnlib.views import assets
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "book" / "_ext"))
+import fontawesome_subset  # noqa: E402  (book/_ext is no package: Sphinx puts it on sys.path too)
+import vendor_assets  # noqa: E402
+
+NODE = shutil.which("node")
+needs_node = pytest.mark.skipif(NODE is None, reason="needs node (installed with npm, see .ci/run)")
+
+
+def pinned() -> dict[str, str]:
+    return json.loads((REPO / "package.json").read_text(encoding="utf-8"))["dependencies"]
+
+
+def test_every_pin_is_exact_and_installed_at_that_version():
+    for name, version in pinned().items():
+        assert version[0].isdigit(), f"expected an exact version for {name} in package.json, got {version!r}"
+        installed = json.loads((assets.node_modules() / name / "package.json").read_text(encoding="utf-8"))
+        assert installed["version"] == version, (name, installed["version"], version)
+
+
+def test_lockfile_pins_the_same_versions():
+    lock = json.loads((REPO / "package-lock.json").read_text(encoding="utf-8"))["packages"]
+    for name, version in pinned().items():
+        assert lock[f"node_modules/{name}"]["version"] == version, name
+
+
+def test_script_source_is_the_npm_file_unchanged():
+    for name in assets.LIBRARIES:
+        assert assets.script_source(name) == assets.library_path(name).read_text(encoding="utf-8")
+
+
+def test_site_files_come_from_node_modules_and_cover_the_configured_paths():
+    pairs = assets.site_files()
+    sites = {site for _, site in pairs}
+    root = assets.node_modules().resolve()
+    assert all(source.resolve().is_relative_to(root) and source.is_file() for source, _ in pairs)
+    for needed in (assets.WIDGETS_JS, assets.MATHJAX_JS, *(assets.site_url(n) for n in assets.LIBRARIES)):
+        assert needed in sites, needed
+    assert not any(site.endswith("embed-amd.js") for site in sites)
+
+
+def test_config_points_at_the_vendored_copies():
+    config = (REPO / "_config.yml").read_text(encoding="utf-8")
+    for path in (assets.WIDGETS_JS, assets.MATHJAX_JS):
+        assert path.removeprefix("_static/") in config, path
+
+
+def test_unknown_library_and_missing_node_modules_say_what_was_expected(monkeypatch, tmp_path):
+    with pytest.raises(ValueError, match=r"expected a library name in .*'d3'.*got 'd4'"):
+        assets.site_url("d4")
+    monkeypatch.setenv("ATTNLIB_NODE_MODULES", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="npm ci"):
+        assets.node_modules()
+
+
+def run_node(script: str) -> str:
+    return subprocess.run([NODE], input=script, check=True, capture_output=True, text=True, timeout=60).stdout
+
+
+@needs_node
+def test_global_script_sets_window_d3_even_when_an_amd_loader_is_present():
+    program = f"""
+const vm = require('vm');
+const context = {{ define: Object.assign(() => {{ throw new Error('define() called'); }}, {{ amd: {{}} }}) }};
+context.window = context;
+vm.createContext(context);
+vm.runInContext({json.dumps(assets.global_script("d3"))}, context);
+process.stdout.write(JSON.stringify({{ version: context.d3.version, select: typeof context.d3.select }}));
+"""
+    result = json.loads(run_node(program))
+    assert result == {"version": pinned()["d3"], "select": "function"}
+
+
+@needs_node
+def test_require_is_inlined_as_is_and_defines_the_loader():
+    assert assets.global_script("require") == assets.script_source("require")
+    program = f"""
+const vm = require('vm');
+const context = {{ setTimeout }};
+context.window = context;
+vm.createContext(context);
+vm.runInContext({json.dumps(assets.global_script("require"))}, context);
+process.stdout.write(JSON.stringify([typeof context.requirejs, typeof context.define, !!context.define.amd]));
+"""
+    assert json.loads(run_node(program)) == ["function", "function", True]
+
+
+def test_fontawesome_subset_keeps_only_named_icons_and_their_aliases():
+    source = (assets.node_modules() / vendor_assets.FONTAWESOME / "js" / "solid.js").read_text(encoding="utf-8")
+    _, icons, _ = fontawesome_subset._split_pack(source, "solid")
+    alias_owner = next(n for n, icon in icons.items() if any(isinstance(a, str) for a in icon[2]))
+    alias = next(a for a in icons[alias_owner][2] if isinstance(a, str))
+    text, kept = fontawesome_subset.subset_pack(source, {"bars", alias}, "solid")
+    _, subset, _ = fontawesome_subset._split_pack(text, "solid")
+    assert set(subset) == {"bars", alias_owner} and kept == 2
+    assert subset["bars"] == icons["bars"]
+    assert text.count("defineIcons('fas', icons)") == source.count("defineIcons('fas', icons)") == 1
+
+
+def test_fontawesome_used_names_reads_pages_and_site_scripts_but_not_vendored_code(tmp_path):
+    (tmp_path / "_static" / "_vendor").mkdir(parents=True)
+    (tmp_path / "page.html").write_text('<i class="fa-solid fa-bars"></i>', encoding="utf-8")
+    (tmp_path / "_static" / "theme.js").write_text('el.classList = "fa-solid fa-xmark"', encoding="utf-8")
+    (tmp_path / "_static" / "_vendor" / "lib.js").write_text('"fa-rocket"', encoding="utf-8")
+    assert fontawesome_subset.used_names(tmp_path) == {"solid", "bars", "xmark"}
+
+
+class Script:
+    def __init__(self, filename, priority=500, **attributes):
+        self.filename, self.priority, self.attributes = filename, priority, attributes
+
+
+def test_duplicate_inline_scripts_are_dropped_once_per_page():
+    body = {"body": "const THEBE_JS_URL = 1"}
+    scripts = [Script(None, **body), Script("a.js"), Script("", **body), Script("a.js", defer="defer")]
+    context = {"script_files": scripts}
+    vendor_assets.finish_page_scripts(None, "page", "page.html", context, None)
+    assert [(s.filename, s.attributes) for s in context["script_files"]] == [
+        (None, body), ("a.js", {}), ("a.js", {"defer": "defer"})]
