@@ -14,7 +14,7 @@ import numpy as np
 
 
 def to_numpy(x) -> np.ndarray:
-    """A NumPy copy of a tensor (any device, any float dtype) or array-like."""
+    """A NumPy copy of a tensor (any device and dtype) or array-like; shape (...) kept."""
     if hasattr(x, "detach"):
         return x.detach().float().cpu().numpy() if x.is_floating_point() else x.detach().cpu().numpy()
     return np.asarray(x)
