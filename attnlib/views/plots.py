@@ -14,7 +14,7 @@ import numpy as np
 
 
 def to_numpy(x) -> np.ndarray:
-    """A NumPy copy of a tensor (any device and dtype) or array-like; shape (...) kept."""
+    """A NumPy copy of a tensor (any device and dtype) or array-like, e.g. (H, Lq, Lk) -> (H, Lq, Lk): the shape is kept."""
     if hasattr(x, "detach"):
         return x.detach().float().cpu().numpy() if x.is_floating_point() else x.detach().cpu().numpy()
     return np.asarray(x)
