@@ -111,14 +111,20 @@ def released(root: Path, stem: str) -> Path:
     return root / "release" / stem / f"{stem}.ipynb"
 
 
-def withheld_lines(nb) -> set[str]:
-    """Non-trivial lines that occur only in solution regions, answer cells and hidden tests."""
+def split_lines(nb) -> tuple[set[str], set[str]]:
+    """(lines of solution regions, answer cells and hidden tests; every other line) of a notebook."""
     secret, public = set(), set()
     for cell in nb.cells:
         hidden = solution_lines(cell) + hidden_test_lines(cell)
         secret.update(line.strip() for line in hidden)
         public.update(line.strip() for line in cell["source"].splitlines() if line not in hidden)
-    return {line for line in secret - public if len(line) >= 10}
+    return secret, public
+
+
+def withheld_lines(nb) -> set[str]:
+    """Non-trivial lines of ``nb`` that occur only in what nbgrader withholds, in every chapter."""
+    public = set().union(*(split_lines(read(path))[1] for path in CHAPTERS))
+    return {line for line in split_lines(nb)[0] - public if len(line) >= 10}
 
 
 def notebook_lines(nb) -> set[str]:
