@@ -149,6 +149,13 @@ def test_release_has_stubs_and_no_hidden_tests(release, path):
     assert all(not c.get("outputs") for c in student.cells if c["cell_type"] == "code")
 
 
+@pytest.mark.parametrize("path", CHAPTERS, ids=STEMS)
+def test_leak_check_sees_the_solutions_in_the_source(path):
+    nb = read(path)
+    assert withheld_lines(nb), "no solution lines found to check"
+    assert withheld_lines(nb) <= notebook_lines(nb)
+
+
 @pytest.mark.slow
 def test_no_solution_line_in_any_release(release):
     everything = set().union(*(notebook_lines(read(released(release, s))) for s in STEMS))
