@@ -8,7 +8,9 @@ Paths (all compute the same ``softmax(Q Kᵀ/√Dk) V``):
 * ``torch softmax``    plain torch ``softmax(Q Kᵀ · scale) V``
 * ``torch SDPA``       ``torch.nn.functional.scaled_dot_product_attention``
 
-Time is the median of ``torch.utils.benchmark.Timer.blocked_autorange`` (it synchronises CUDA).
+Time is the median of ``torch.utils.benchmark.Timer.blocked_autorange`` (it synchronises CUDA),
+fastest of a few interleaved rounds; ``--cpu-time`` times CPU runs on one thread by that thread's CPU
+time, which a busy machine disturbs far less than wall-clock time.
 Peak memory is the most bytes the call had allocated at once beyond what existed before it: on CUDA
 ``torch.cuda.max_memory_allocated``; on CPU the running sum of every allocation and free that torch's
 CPU allocator reports to ``torch.profiler`` (``profile_memory=True``). Both count the output too.
@@ -22,6 +24,8 @@ import math
 import os
 import platform
 import sys
+import time
+import timeit
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -73,6 +77,7 @@ class Config:
     is_causal: bool = False
     min_run_time: float = 0.6
     rounds: int = 3
+    cpu_time: bool = False  # time CPU runs by this thread's CPU time (use with 1 thread) instead of wall time
     seed: int = 0
 
 
@@ -85,10 +90,14 @@ def make_inputs(batch: int, heads: int, length: int, dim: int, dtype=torch.float
                  for _ in range(3))
 
 
-def time_call(fn: Callable[[], object], min_run_time: float = 0.3) -> float:
-    """Median seconds per call of ``fn()`` (torch.utils.benchmark: warm-up, CUDA sync, all threads)."""
+def time_call(fn: Callable[[], object], min_run_time: float = 0.3, clock: Callable[[], float] | None = None) -> float:
+    """Median seconds per call of ``fn()`` (torch.utils.benchmark: warm-up, CUDA sync, all threads).
+
+    ``clock`` defaults to wall-clock time; ``time.thread_time`` counts only this thread's CPU time.
+    """
     require_positive("min_run_time", min_run_time)
-    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads(),
+                  timer=clock or timeit.default_timer)
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
@@ -166,10 +175,12 @@ def _measure_case(config: Config, device: str, dtype: str, length: int, bar) -> 
     calls = {path: _bind(path, q, k, v, config.is_causal) for path in config.paths}
     rows = {path: {"device": device, "dtype": dtype, "L": length, "path": path,
                    "time_s": float("inf"), "peak_bytes": peak_bytes(call, device)} for path, call in calls.items()}
+    clock = time.thread_time if config.cpu_time and torch.device(device).type == "cpu" else None
     for _ in range(config.rounds):
         for path, call in calls.items():
             bar.set_description(f"{device} {dtype} L={length} {path}")
-            rows[path]["time_s"] = min(rows[path]["time_s"], time_call(call, config.min_run_time / config.rounds))
+            seconds = time_call(call, config.min_run_time / config.rounds, clock)
+            rows[path]["time_s"] = min(rows[path]["time_s"], seconds)
             bar.update()
     return list(rows.values())
 
@@ -258,6 +269,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--min-run-time", type=float, default=0.6, help="seconds of timing per path and L (default 0.6)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds; the fastest counts (default 3)")
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="on CPU, one thread timed by its CPU time: steadier on a busy machine")
     p.add_argument("--quick", action="store_true", help="small lengths (128 256 512), short timing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
@@ -272,7 +285,7 @@ def _config(args: argparse.Namespace) -> Config:
     lengths = args.lengths or ((128, 256, 512) if args.quick else Config.lengths)
     config = Config(lengths=tuple(lengths), batch=args.batch, heads=args.heads, dim=args.dim,
                     is_causal=args.causal, min_run_time=0.05 if args.quick else args.min_run_time,
-                    rounds=args.rounds)
+                    rounds=args.rounds, cpu_time=args.cpu_time)
     if args.devices:
         config.devices = tuple(args.devices)
     return config
@@ -282,13 +295,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark the command line asks for and print the table and the headline ratios."""
     args = _parser().parse_args(argv)
     config = _config(args)
-    if args.threads:
-        require_positive_int("threads", args.threads)
-        torch.set_num_threads(args.threads)
+    if args.threads or args.cpu_time:
+        require_positive_int("threads", 1 if args.cpu_time else args.threads)
+        torch.set_num_threads(1 if args.cpu_time else args.threads)
     rows = run(config, progress=not args.no_progress)
     print(f"attention benchmark on {machine()}; torch {torch.__version__}")
-    print(f"B={config.batch} H={config.heads} D={config.dim} causal={config.is_causal}; "
-          f"time = median of torch.utils.benchmark; peak = most extra bytes allocated at once (output included)")
+    clock = "CPU time of one thread on CPU" if config.cpu_time else "wall-clock"
+    print(f"B={config.batch} H={config.heads} D={config.dim} causal={config.is_causal}; time = {clock}, median of "
+          f"torch.utils.benchmark, fastest of {config.rounds} rounds; peak = most extra bytes allocated at once "
+          f"(output included)")
     print(format_table(rows))
     print("\n".join(summary(rows)))
     return 0

@@ -78,6 +78,14 @@ def test_command_line_options():
     config = bench.config_from_args(["--lengths", "8", "16", "--heads", "2", "--causal", "--devices", "cpu"])
     assert config.lengths == (8, 16) and config.heads == 2 and config.is_causal and config.devices == ("cpu",)
     assert max(bench.Config().lengths) >= 8192
+    assert bench.config_from_args(["--cpu-time"]).cpu_time and not bench.Config().cpu_time
+
+
+def test_cpu_time_clock_runs_on_tiny_sizes():
+    config = bench.Config(lengths=(8,), batch=1, heads=1, dim=4, devices=("cpu",), min_run_time=0.001, rounds=1,
+                          cpu_time=True)
+    rows = bench.run(config, progress=False)
+    assert [r["path"] for r in rows] == list(bench.PATHS) and all(r["time_s"] > 0 for r in rows)
 
 
 def test_main_prints_the_table(capsys):
