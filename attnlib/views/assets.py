@@ -52,8 +52,8 @@ def node_modules() -> Path:
     override = os.environ.get("ATTNLIB_NODE_MODULES")
     folder = Path(override) if override else Path(__file__).resolve().parents[2] / "node_modules"
     if not folder.is_dir():
-        raise FileNotFoundError(f"expected the npm packages in {folder} (run `npm ci` at the repository root, "
-                                f"or `make setup`), got no such folder")
+        raise FileNotFoundError(f"expected the npm packages in {folder} (run `npm ci` at the repository root; "
+                                f"`make setup` runs it when package-lock.json changes), got no such folder")
     return folder
 
 
