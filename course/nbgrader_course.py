@@ -92,6 +92,8 @@ def submissions(folder: Path, known: list[str]) -> list[tuple[str, str]]:
 
 def autograde(book: Path, root: Path, folder: Path) -> list[tuple[str, str]]:
     """Grade every submission in ``folder`` against a fresh course (nbgrader autograde); the pairs graded."""
+    if Path(root).resolve() in [Path(folder).resolve(), *Path(folder).resolve().parents]:
+        raise ValueError(f"expected submissions outside {root} (every run recreates it), got {folder}")
     names = [p.name.removesuffix(".ipynb") for p in release(book, root)]
     pairs = submissions(folder, names)
     shutil.copytree(folder, Path(root) / "submitted")

@@ -33,7 +33,7 @@ from course.exercises import (  # noqa: E402
     solution_lines,
 )
 from course.grades import COLUMNS  # noqa: E402
-from course.nbgrader_course import assignments  # noqa: E402
+from course.nbgrader_course import assignments, autograde, submissions  # noqa: E402
 
 BOOK = ROOT / "book"
 HTML = ROOT / "_build" / "html"
@@ -85,6 +85,16 @@ def test_format_check_finds_deviations():
     assert any("(3 points)" in p and "2 points" in p for p in problems)
     assert any("at least 3 exercises" in p for p in problems)
     assert any("hidden tests" in p for p in problems)
+
+
+def test_submissions_layout_is_checked(tmp_path):
+    (tmp_path / "ada" / "99_nonexistent").mkdir(parents=True)
+    with pytest.raises(ValueError, match="expected <student>/<assignment>/"):
+        submissions(tmp_path, ["01_dot_products"])
+    with pytest.raises(ValueError, match="found none"):
+        submissions(tmp_path / "ada" / "99_nonexistent", ["01_dot_products"])
+    with pytest.raises(ValueError, match="outside"):
+        autograde(BOOK, tmp_path, tmp_path / "ada")
 
 
 # --- the website hides the markers -----------------------------------------------------------------
