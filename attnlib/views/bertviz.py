@@ -71,13 +71,15 @@ def _check_tokens(tokens, length: int) -> list[str]:
     return list(tokens)
 
 
-def format_attention(attention, tokens, decimals: int = 3) -> tuple[torch.Tensor, list[str]]:
+def format_attention(attention, tokens, decimals: int = 2) -> tuple[torch.Tensor, list[str]]:
     """Check and stack per-layer attention: a list of (1, H, L, L) or (H, L, L) -> (N, H, L, L) float64.
 
     ``attention`` is what ``output_attentions=True`` or ``attnlib.models.attention_from_weights``
     returns for one sequence (torch tensors or NumPy arrays); ``tokens`` has one string per
     position. Weights are rounded to ``decimals`` so that the page is small and device-independent.
     """
+    if isinstance(decimals, bool) or not isinstance(decimals, int) or decimals < 0:
+        raise ValueError(f"expected decimals as an int >= 0, got {decimals!r}")
     if isinstance(attention, (torch.Tensor, np.ndarray)) or not isinstance(attention, Sequence):
         raise TypeError(f"expected attention as a list with one (1, H, L, L) or (H, L, L) array per layer, "
                         f"got {type(attention).__qualname__}")
@@ -216,20 +218,21 @@ def _view(kind: str, draw, attention, tokens, include_libraries, decimals: int, 
 
 
 def head_view(attention, tokens, *, layer: int | None = None, heads: Sequence[int] | None = None,
-              include_libraries: bool | None = None, decimals: int = 3) -> HTML:
+              include_libraries: bool | None = None, decimals: int = 2) -> HTML:
     """BertViz's head view (one layer, lines from each token to those it attends to), offline.
 
     ``attention``: a list with one (1, H, L, L) or (H, L, L) tensor/array per layer; ``tokens``: L
     strings. ``layer``/``heads``: what is selected at first. ``include_libraries``: inline d3 and
     jQuery (about 320 kB) in this output; ``None`` does it for the first view of the kernel only.
-    Returns an ``IPython.display.HTML`` (``.data`` is the HTML).
+    ``decimals``: the weights are rounded to this many decimals (small pages, same output on every
+    device). Returns an ``IPython.display.HTML`` (``.data`` is the HTML).
     """
     options = {"layer": layer, "heads": None if heads is None else list(heads)}
     return _view("head", bertviz.head_view, attention, tokens, include_libraries, decimals, **options)
 
 
 def model_view(attention, tokens, *, display_mode: str = "light",
-               include_libraries: bool | None = None, decimals: int = 3) -> HTML:
+               include_libraries: bool | None = None, decimals: int = 2) -> HTML:
     """BertViz's model view (a thumbnail per layer and head; click one to enlarge), offline.
 
     Same ``attention``, ``tokens`` and ``include_libraries`` as ``head_view``; ``display_mode`` is
