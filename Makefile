@@ -46,7 +46,7 @@ notebooks: $(STAMP)
 	$(BIN)/pytest book --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=book
+	$(BIN)/jupyter lab --notebook-dir=book $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Course material with nbgrader (course/, book/instructors.md): student versions of every chapter under
 # _build/course/release/, and autograding of a folder laid out as <student>/<assignment>/<notebook>.ipynb.
