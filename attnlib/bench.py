@@ -156,10 +156,11 @@ def peak_bytes(fn: Callable[[], object], device) -> int:
     return cuda_peak_bytes(fn, device) if device.type == "cuda" else cpu_peak_bytes(fn)
 
 
-def measure(path: str, query, key, value, is_causal: bool = False, min_run_time: float = 0.3) -> dict:
-    """Time (s) and peak extra memory (bytes) of one path on (B, H, L, D) inputs."""
+def measure(path: str, query, key, value, is_causal: bool = False, min_run_time: float = 0.3,
+            clock: Callable[[], float] | None = None) -> dict:
+    """Time (s) and peak extra memory (bytes) of one path on (B, H, L, D) inputs; ``clock`` as in time_call."""
     call = _bind(path, query, key, value, is_causal)
-    return {"time_s": time_call(call, min_run_time), "peak_bytes": peak_bytes(call, query.device)}
+    return {"time_s": time_call(call, min_run_time, clock), "peak_bytes": peak_bytes(call, query.device)}
 
 
 def _bind(path: str, query, key, value, is_causal: bool) -> Callable[[], object]:
@@ -255,7 +256,8 @@ def machine() -> str:
             names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
         cpu = names[0] if names else cpu
     accel = [describe_device(d) for d in available_devices() if not d.startswith("cpu")]
-    return f"{cpu}, {torch.get_num_threads()} torch threads" + (f"; {', '.join(accel)}" if accel else "")
+    threads = torch.get_num_threads()
+    return f"{cpu}, {threads} torch thread{'s' if threads != 1 else ''}" + (f"; {', '.join(accel)}" if accel else "")
 
 
 def _parser() -> argparse.ArgumentParser:
