@@ -156,8 +156,10 @@ def attention_from_weights(model, input_ids: torch.Tensor, attention_mask: torch
 
     ``model`` is any ``transformers.BertModel``; ``input_ids`` (B, L) integer token ids;
     ``attention_mask`` (B, L) with 1 for real tokens and 0 for padding (as the tokenizer returns it).
-    Padded keys get zero weight; rows of padded queries are computed but carry no meaning.
-    Decoder configurations (``is_decoder=True``) add the causal mask.
+    Padded keys get zero weight; rows of padded queries are computed but carry no meaning, and a
+    sequence with no real token at all gets all-zero weights. Decoder configurations
+    (``is_decoder=True``) add the causal mask. The model may use any attention implementation
+    (eager, sdpa, ...): only its weights and hidden states are read.
     """
     _check_model(model)
     _check_input_ids(model, input_ids)
@@ -166,6 +168,10 @@ def attention_from_weights(model, input_ids: torch.Tensor, attention_mask: torch
     if attention_mask is not None:
         attention_mask = _check_attention_mask(attention_mask, input_ids)
     if token_type_ids is not None:
+        require_tensor("token_type_ids", token_type_ids)
+        if tuple(token_type_ids.shape) != tuple(input_ids.shape):
+            raise ValueError(f"expected token_type_ids of shape (B, L) = {tuple(input_ids.shape)} like input_ids, "
+                             f"got {tuple(token_type_ids.shape)}")
         token_type_ids = token_type_ids.to(device)
     hidden = layer_inputs(model, input_ids, attention_mask, token_type_ids)
     mask = key_mask(attention_mask, input_ids.shape[1], is_causal=model.config.is_decoder)

@@ -153,6 +153,13 @@ def test_padded_keys_get_zero_weight_and_rows_sum_to_one():
         torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
 
 
+def test_sequence_without_real_tokens_gets_zero_weights():
+    ids, mask = random_batch([4, 4], seed=19)
+    mask[1] = 0
+    for weights in attention_from_weights(small_bert(seed=19), ids, mask):
+        assert torch.all(weights[1] == 0) and torch.all(weights[0].sum(-1) > 0.99)
+
+
 def test_left_padding_matches():
     model = small_bert(seed=5)
     ids, mask = random_batch([8, 5, 2], seed=6, left=True)
@@ -185,6 +192,16 @@ def test_training_mode_is_restored_and_dropout_ignored():
     assert model.training
     for a, b in zip(got, expected, strict=True):
         torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+def test_sdpa_model_matches_its_eager_twin():
+    """attnlib reads only weights and hidden states, so a model on the fused SDPA path works too."""
+    eager = small_bert(seed=17)
+    sdpa = small_bert(seed=17)
+    sdpa.set_attn_implementation("sdpa")
+    assert sdpa.config._attn_implementation == "sdpa"
+    ids, mask = random_batch([8, 5], seed=18)
+    assert_equal_on_real_tokens(attention_from_weights(sdpa, ids, mask), reference(eager, ids, mask), mask)
 
 
 def test_larger_model_without_mask_matches():
@@ -256,6 +273,12 @@ def test_rejects_ids_outside_the_vocabulary_and_too_long_inputs():
         attention_from_weights(model, torch.tensor([[1, 60]]))
     with pytest.raises(ValueError, match="expected at most 24 tokens"):
         attention_from_weights(model, torch.ones(1, 25, dtype=torch.long))
+
+
+def test_rejects_token_type_ids_of_another_shape():
+    with pytest.raises(ValueError, match=r"expected token_type_ids of shape \(B, L\) = \(1, 3\) like input_ids, "
+                                         r"got \(1, 4\)"):
+        attention_from_weights(small_bert(), torch.ones(1, 3, dtype=torch.long), token_type_ids=torch.zeros(1, 4))
 
 
 def test_rejects_mask_of_another_shape_or_values():
