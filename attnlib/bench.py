@@ -25,7 +25,6 @@ import os
 import platform
 import sys
 import time
-import timeit
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -93,11 +92,12 @@ def make_inputs(batch: int, heads: int, length: int, dim: int, dtype=torch.float
 def time_call(fn: Callable[[], object], min_run_time: float = 0.3, clock: Callable[[], float] | None = None) -> float:
     """Median seconds per call of ``fn()`` (torch.utils.benchmark: warm-up, CUDA sync, all threads).
 
-    ``clock`` defaults to wall-clock time; ``time.thread_time`` counts only this thread's CPU time.
+    ``clock`` defaults to Timer's wall clock, which synchronises a GPU; ``time.thread_time`` counts only
+    this thread's CPU time (for CPU runs).
     """
     require_positive("min_run_time", min_run_time)
-    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads(),
-                  timer=clock or timeit.default_timer)
+    own_clock = {"timer": clock} if clock is not None else {}  # Timer's default clock syncs the accelerator
+    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads(), **own_clock)
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
