@@ -11,10 +11,13 @@ import io
 
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython import get_ipython
+from matplotlib.figure import Figure
+from PIL import Image
 
 
 def to_numpy(x) -> np.ndarray:
-    """A NumPy copy of a tensor (any device and dtype) or array-like, e.g. (H, Lq, Lk) -> (H, Lq, Lk): the shape is kept."""
+    """A NumPy copy of a tensor (any device and dtype) or array-like; (H, Lq, Lk) -> (H, Lq, Lk)."""
     if hasattr(x, "detach"):
         return x.detach().float().cpu().numpy() if x.is_floating_point() else x.detach().cpu().numpy()
     return np.asarray(x)
@@ -76,10 +79,31 @@ def head_grid(weights, tokens, ncols: int = 4, titles=None, query_tokens=None, a
     return fig
 
 
-def figure_to_html(fig, dpi: int = 72, alt: str = "figure") -> str:
-    """An ``<img>`` tag holding the figure as an inline PNG (closes the figure)."""
+def palette_png(fig, dpi: int = 72, colors: int = 128) -> bytes:
+    """PNG bytes of a figure reduced to at most ``colors`` colours: about a quarter of a full-colour PNG.
+
+    Every figure and explorer state is stored inline in its web page, so this keeps pages light.
+    """
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    image = Image.open(buffer).convert("RGB").quantize(colors=colors, dither=Image.Dither.NONE)
+    compact = io.BytesIO()
+    image.save(compact, format="png", optimize=True)
+    return compact.getvalue()
+
+
+def figure_to_html(fig, dpi: int = 72, alt: str = "figure") -> str:
+    """An ``<img>`` tag holding the figure as an inline palette PNG (closes the figure)."""
+    data = base64.b64encode(palette_png(fig, dpi=dpi)).decode("ascii")
     plt.close(fig)
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'
+
+
+def use_compact_figures(dpi: int = 72, colors: int = 128) -> None:
+    """Make the notebook's inline figures palette PNGs (``palette_png``); call once near the top of a chapter."""
+    shell = get_ipython()
+    if shell is None:
+        return
+    plt.close(plt.figure())  # the inline backend installs its PNG formatter at the first figure; ours replaces it
+    formatter = shell.display_formatter.formatters["image/png"]
+    formatter.for_type(Figure, lambda fig: palette_png(fig, dpi=dpi, colors=colors))
