@@ -2,6 +2,7 @@
 
 import ipywidgets as widgets
 import matplotlib
+from ipywidgets.widgets.widget import _instances as widget_instances
 from ipywidgets.widgets.widget_link import Link
 
 matplotlib.use("Agg")
@@ -35,7 +36,7 @@ def test_figures_become_inline_pngs():
 
 
 def _links(root):
-    return [w for w in widgets.Widget.widgets.values() if isinstance(w, Link)
+    return [w for w in widget_instances.values() if isinstance(w, Link)
             and any(w.source[0] is c for c in root.children[1].children)]
 
 
