@@ -112,7 +112,7 @@ def _mask_tile(scores, mask, q0: int, q1: int, k0: int, k1: int, kind: int):
         return scores
     tile = mask[..., q0:q1, k0:k1]
     if tile.dtype == torch.bool:
-        return scores.masked_fill(~tile, float("-inf"))
+        return torch.where(tile, scores, float("-inf"))  # broadcasts both ways, unlike masked_fill
     return scores + tile.to(scores.dtype)
 
 
@@ -216,7 +216,7 @@ def weights_from_lse(query: torch.Tensor, key: torch.Tensor, lse: torch.Tensor, 
     mask = _expand_mask(attn_mask, query.shape[-2], key.shape[-2])
     if mask is not None:
         tile = mask.index_select(-2, idx)  # (..., R, Lk)
-        scores = scores.masked_fill(~tile, float("-inf")) if tile.dtype == torch.bool else scores + tile.to(work)
+        scores = torch.where(tile, scores, float("-inf")) if tile.dtype == torch.bool else scores + tile.to(work)
     lse_rows = lse.to(work).index_select(-1, idx)[..., None]  # (..., R, 1)
     weights = torch.exp(scores - torch.where(torch.isfinite(lse_rows), lse_rows, torch.zeros_like(lse_rows)))
     return torch.where(torch.isfinite(lse_rows), weights, torch.zeros_like(weights)).to(query.dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import CUDA, randn, random_bool_mask, random_float_mask, tol
+from conftest import CUDA, expected_weights, randn, random_bool_mask, random_float_mask, tol
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -62,6 +62,28 @@ def test_any_shape_and_block_size_equals_torch_sdpa(lq, lk, block_size, is_causa
     query, key, value = _qkv(lq, lk, dtype=torch.float64, batch=(2,), seed=seed)
     output, _ = flash_attention(query, key, value, is_causal=is_causal, block_size=block_size)
     expected = F.scaled_dot_product_attention(query, key, value, is_causal=is_causal)
+    torch.testing.assert_close(output, expected, **tol(torch.float64))
+
+
+@pytest.mark.parametrize("mask_kind", ["bool", "float"])
+def test_mask_with_more_batch_dims_than_the_inputs(mask_kind):
+    query, key, value = _qkv(7, 9, dtype=torch.float64, batch=())  # (Lq, Dk), (Lk, Dk), (Lk, Dv)
+    make = random_bool_mask if mask_kind == "bool" else random_float_mask
+    attn_mask = make(2, 1, 7, 9, seed=5)  # (B, H, Lq, Lk): the output gets the mask's batch
+    output, lse = flash_attention(query, key, value, attn_mask=attn_mask, block_size=4)
+    expected, weights = scaled_dot_product_attention(query, key, value, attn_mask=attn_mask)
+    assert output.shape == (2, 1, 7, 5) and lse.shape == (2, 1, 7)
+    # torch's SDPA does not broadcast the inputs up to the mask's batch: compare with plain torch ops instead.
+    torch.testing.assert_close(output, expected_weights(query, key, attn_mask) @ value, **tol(torch.float64))
+    torch.testing.assert_close(output, expected, **tol(torch.float64))
+    torch.testing.assert_close(weights_from_lse(query, key, lse, attn_mask=attn_mask), weights, **tol(torch.float64))
+
+
+def test_key_and_value_broadcast_over_heads():
+    query, _, _ = _qkv(7, 9, dtype=torch.float64, batch=(2, 3))
+    _, key, value = _qkv(7, 9, dtype=torch.float64, batch=(2, 1), seed=7)  # one key/value head shared by 3
+    output, _ = flash_attention(query, key, value, block_size=4)
+    expected, _ = scaled_dot_product_attention(query, key, value)
     torch.testing.assert_close(output, expected, **tol(torch.float64))
 
 
