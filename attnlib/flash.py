@@ -22,6 +22,7 @@ from attnlib._checks import (
     batch_shape,
     check_mask,
     check_qkv,
+    require_bool,
     require_float,
     require_positive,
     require_positive_int,
@@ -135,8 +136,7 @@ def _check_inputs(query, key, value, attn_mask, is_causal, scale, block_size) ->
     check_qkv(query, key, value)
     require_positive("scale", scale, allow_none=True)
     require_positive_int("block_size", block_size)
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"expected is_causal to be a bool, got {type(is_causal).__qualname__}")
+    require_bool("is_causal", is_causal)
     if attn_mask is not None:
         require_tensor("attn_mask", attn_mask)
         check_mask(attn_mask, query.shape[-2], key.shape[-2])
