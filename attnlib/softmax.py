@@ -36,11 +36,21 @@ def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.T
     if temperature != 1.0:
         work = work / temperature
     row_max = work.amax(dim=dim, keepdim=True)
+    if bool(torch.isfinite(row_max).all()):  # no fully masked row: torch's fused kernel, one pass
+        return torch.softmax(work, dim=dim).to(x.dtype)
+    return _explicit_softmax(work, dim, row_max).to(x.dtype)
+
+
+def _explicit_softmax(work: torch.Tensor, dim: int, row_max: torch.Tensor) -> torch.Tensor:
+    """The steps spelled out, (..., Lk) -> (..., Lk): subtract the row max, exp, divide by the sum.
+
+    Used for rows that are entirely ``-inf``, which ``torch.softmax`` would turn into NaN.
+    """
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
     exps = torch.exp(work - row_max)
     total = exps.sum(dim=dim, keepdim=True)
     # A fully masked row sums to 0: divide by 1 instead so it stays all zeros.
-    return (exps / torch.where(total > 0, total, torch.ones_like(total))).to(x.dtype)
+    return exps / torch.where(total > 0, total, torch.ones_like(total))
 
 
 def causal_mask(lq: int, lk: int | None = None, device=None) -> torch.Tensor:

@@ -9,6 +9,7 @@ from conftest import randn, random_bool_mask, tol
 from torch import nn
 
 from attnlib import apply_mask, causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from attnlib.softmax import _explicit_softmax
 
 ALL_FLOATS = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 
@@ -101,3 +102,16 @@ def test_apply_mask_float_adds_and_causal_equals_causal_mask():
 def test_apply_mask_casts_float_masks_to_the_scores_dtype():
     scores = randn(4, 6, seed=12, dtype=torch.float32)
     assert apply_mask(scores, randn(4, 6, seed=13)).dtype == torch.float32
+
+
+def test_fused_and_explicit_softmax_paths_agree():
+    """Rows with a finite max take torch.softmax; the explicit steps give the same weights."""
+    x = torch.randn(3, 5, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 30
+    fused = softmax(x, dim=-1)
+    explicit = _explicit_softmax(x, -1, x.amax(dim=-1, keepdim=True))
+    torch.testing.assert_close(fused, explicit, rtol=1e-12, atol=1e-15)
+    masked = x.clone()
+    masked[1, 2] = float("-inf")  # one fully masked row sends the whole call down the explicit path
+    out = softmax(masked, dim=-1)
+    assert torch.equal(out[1, 2], torch.zeros(7, dtype=torch.float64))
+    torch.testing.assert_close(out[0], fused[0], rtol=1e-12, atol=1e-15)
