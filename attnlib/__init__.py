@@ -12,6 +12,11 @@ module                    what it computes
 ``attnlib.attention``     weighted sums and scaled dot-product attention
 ``attnlib.multihead``     splitting into heads and ``MultiHeadAttention``
 ``attnlib.numpy_ops``     the NumPy mirror of the early steps (same names)
+``attnlib.flash``         memory-efficient attention: tiles and the online softmax
+``attnlib.bench``         ``python -m attnlib.bench``: time and memory of every path vs torch
+``attnlib.examples``      the running examples ("The cat sat on the mat", ...)
+``attnlib.models``        a real pretrained BERT (MiniLM) and its attention recomputed
+``attnlib.views``         figures, kernel-free explorers and offline BertViz views
 ========================  ===================================================
 
 Shape legend (used in every docstring and shape comment):

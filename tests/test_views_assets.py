@@ -63,8 +63,33 @@ def test_unknown_library_and_missing_node_modules_say_what_was_expected(monkeypa
     with pytest.raises(ValueError, match=r"expected a library name in .*'d3'.*got 'd4'"):
         assets.site_url("d4")
     monkeypatch.setenv("ATTNLIB_NODE_MODULES", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="expected ATTNLIB_NODE_MODULES to name a folder, got .*nowhere"):
+        assets.node_modules()
+
+
+def test_a_checkout_without_node_modules_is_told_to_run_npm_ci(monkeypatch, tmp_path):
+    monkeypatch.delenv("ATTNLIB_NODE_MODULES", raising=False)
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "package.json").write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(assets, "_repo_node_modules", lambda: tmp_path / "repo" / "node_modules")
+    monkeypatch.setattr(assets, "USER_CACHE", tmp_path / "cache")
     with pytest.raises(FileNotFoundError, match="npm ci"):
         assets.node_modules()
+
+
+def test_outside_a_checkout_without_npm_the_error_says_both(monkeypatch, tmp_path):
+    """Installed from git (Colab): the pins are npm-installed into a per-user cache, if npm exists."""
+    monkeypatch.delenv("ATTNLIB_NODE_MODULES", raising=False)
+    monkeypatch.setattr(assets, "_repo_node_modules", lambda: tmp_path / "site-packages" / "node_modules")
+    monkeypatch.setattr(assets, "USER_CACHE", tmp_path / "cache")
+    monkeypatch.setattr(assets.shutil, "which", lambda name: None)
+    with pytest.raises(FileNotFoundError, match="or npm on PATH to install them, got neither"):
+        assets.node_modules()
+
+
+def test_cache_pins_match_package_json():
+    pins = json.loads((REPO / "package.json").read_text(encoding="utf-8"))["dependencies"]
+    assert {name: pins[name] for name in assets.NPM_PINS} == assets.NPM_PINS
 
 
 def run_node(script: str) -> str:

@@ -10,6 +10,8 @@ work in JupyterLab, where the site's URLs do not exist.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -47,14 +49,45 @@ SITE_SUFFIXES = (".js", ".json", ".woff", ".woff2", ".ttf", ".eot", ".svg", ".cs
 SITE_SKIP = ("embed-amd.js", "libembed-amd.js")
 
 
+# The npm pins the notebook views need (package.json has the same; tests/test_views_assets.py checks).
+NPM_PINS = {"d3": "5.7.0", "jquery": "2.2.4", "requirejs": "2.3.7"}
+USER_CACHE = Path.home() / ".cache" / "attnlib"
+
+
+def _repo_node_modules() -> Path:
+    return Path(__file__).resolve().parents[2] / "node_modules"
+
+
+def _install_into_cache() -> Path:
+    """Where attnlib was installed without the repository (Colab): ``npm install`` the pins once, per user."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise FileNotFoundError(f"expected the npm packages in {_repo_node_modules()} (run `npm ci` at the "
+                                f"repository root) or npm on PATH to install them, got neither")
+    specs = [f"{name}@{version}" for name, version in NPM_PINS.items()]
+    subprocess.run([npm, "install", "--prefix", str(USER_CACHE), "--no-save", "--no-audit", "--no-fund",
+                    "--loglevel=error", *specs], check=True, capture_output=True)
+    return USER_CACHE / "node_modules"
+
+
 def node_modules() -> Path:
-    """The ``node_modules`` folder ``npm ci`` fills: the repository's, or ``$ATTNLIB_NODE_MODULES``."""
+    """The ``node_modules`` folder: ``$ATTNLIB_NODE_MODULES``, the repository's (``npm ci``), or a per-user cache.
+
+    Outside a checkout (e.g. Colab) the cache is filled by ``npm install`` of the exact pins, once.
+    """
     override = os.environ.get("ATTNLIB_NODE_MODULES")
-    folder = Path(override) if override else Path(__file__).resolve().parents[2] / "node_modules"
-    if not folder.is_dir():
-        raise FileNotFoundError(f"expected the npm packages in {folder} (run `npm ci` at the repository root; "
-                                f"`make setup` runs it when package-lock.json changes), got no such folder")
-    return folder
+    if override:
+        folder = Path(override)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"expected ATTNLIB_NODE_MODULES to name a folder, got {folder}")
+        return folder
+    for folder in (_repo_node_modules(), USER_CACHE / "node_modules"):
+        if (folder / "d3").is_dir():
+            return folder
+    if (_repo_node_modules().parent / "package.json").is_file():  # a checkout: the project's own setup
+        raise FileNotFoundError(f"expected the npm packages in {_repo_node_modules()} (run `npm ci` at the "
+                                f"repository root; `make setup` runs it), got no such folder")
+    return _install_into_cache()
 
 
 def _check_name(name: str) -> None:
