@@ -73,3 +73,16 @@ def test_figure_to_html_is_an_inline_png_with_escaped_alt():
     payload = html.split("base64,")[1].rstrip('"/>')
     assert base64.b64decode(payload).startswith(b"\x89PNG")
     assert not plt.get_fignums()  # the figure was closed
+
+
+def test_html_heatmap_shades_cells_and_escapes_labels():
+    m = np.array([[0.0, 0.5], [1.0, 0.25]])
+    table = plots.html_heatmap(m, ["<b>q</b>", "r"], ["k1", "k&2"], caption="<i>c</i>")
+    assert "&lt;b&gt;q&lt;/b&gt;" in table and "k&amp;2" in table and "&lt;i&gt;c&lt;/i&gt;" in table
+    assert "<b>" not in table and "<i>" not in table
+    assert table.count("<td ") == 4 and ">0.50</td>" in table
+    assert "rgba(31,119,180,1.00);color:white" in table  # the 1.0 cell at vmax=1
+    relative = plots.html_heatmap(m / 4, ["a", "b"], ["x", "y"], vmax=None)
+    assert "rgba(31,119,180,1.00)" in relative  # shaded against the matrix's own maximum
+    with pytest.raises(ValueError, match=r"expected 2 col_labels .* got 1"):
+        plots.html_heatmap(m, ["a", "b"], ["x"])

@@ -79,6 +79,28 @@ def head_grid(weights, tokens, ncols: int = 4, titles=None, query_tokens=None, a
     return fig
 
 
+def html_heatmap(matrix, row_labels, col_labels, caption: str = "", vmax: float | None = 1.0,
+                 fmt: str = "{:.2f}") -> str:
+    """A (rows, cols) matrix as an HTML table, each cell shaded by ``value / vmax`` (None: the matrix max).
+
+    A few kilobytes where a PNG heatmap costs tens: the light choice for explorer states. Labels are escaped.
+    """
+    m = to_numpy(matrix)
+    _check_matrix("matrix", m, row_labels, col_labels)
+    top = float(np.max(m)) if vmax is None else float(vmax)
+    top = top if top > 0 else 1.0
+    cell = 'style="padding:1px 4px;text-align:right;background:rgba(31,119,180,{:.2f});color:{}"'
+    header = "".join(f"<th>{html.escape(str(c))}</th>" for c in col_labels)
+    rows = []
+    for label, values in zip(row_labels, m.tolist(), strict=True):
+        shares = [min(max(v / top, 0.0), 1.0) for v in values]
+        cells = "".join(f"<td {cell.format(a, 'white' if a > 0.55 else 'black')}>{fmt.format(v)}</td>"
+                        for v, a in zip(values, shares, strict=True))
+        rows.append(f"<tr><th>{html.escape(str(label))}</th>{cells}</tr>")
+    return (f'<table style="border-collapse:collapse;font-size:12px"><caption>{html.escape(caption)}</caption>'
+            f"<tr><th></th>{header}</tr>{''.join(rows)}</table>")
+
+
 def palette_png(fig, dpi: int = 72, colors: int = 128) -> bytes:
     """PNG bytes of a figure reduced to at most ``colors`` colours: about a quarter of a full-colour PNG.
 
