@@ -37,8 +37,9 @@ WINDOW_WIDTH = 1280
 
 # Content that known chapters must have, checked once the chapter is in the table of contents.
 MUST_HAVE = [
-    (re.compile(r"^book/0[1-5]_"), "widgets"),
-    (re.compile(r"^book/06_real_model$"), "head view"),
+    (re.compile(r"^book/0[1-7]_"), "widgets"),
+    (re.compile(r"^book/(intro|0[1-7]_.*)$"), "math"),
+    (re.compile(r"^book/0[56]_"), "head view"),
     (re.compile(r"^book/06_real_model$"), "model view"),
 ]
 
@@ -211,6 +212,12 @@ def by_page(test):
     return pytest.mark.parametrize("page_visit", PAGES, indirect=True, ids=PAGES)(test)
 
 
+def pages_with(*what: str):
+    """Parametrize a test over the toc pages that must have any of ``what`` (MUST_HAVE)."""
+    pages = [p for p in PAGES if set(what) & set(required(p))]
+    return pytest.mark.parametrize("page_visit", pages, indirect=True, ids=pages)
+
+
 # --- every page --------------------------------------------------------------------------------------
 
 
@@ -238,13 +245,10 @@ def test_every_request_succeeds(page_visit):
     assert failed == [], f"{page_visit.page}: failed requests {failed}"
 
 
-@by_page
+@pages_with("widgets")
 def test_widgets_render(page_visit):
     probe = page_visit.probe
-    if "widgets" in required(page_visit.page):
-        assert probe["widgetViews"] > 0, f"{page_visit.page} must show at least one widget, has none"
-    if probe["widgetViews"] == 0:
-        pytest.skip("no widget on this page")
+    assert probe["widgetViews"] > 0, f"{page_visit.page} must show at least one widget, has none"
     assert probe["widgetsRendered"] == probe["widgetViews"], probe
     assert probe["widgetClasses"], f"{page_visit.page}: no .widget-* element rendered: {probe}"
 
@@ -276,18 +280,15 @@ def _move_first_control(driver) -> str:
     return "slider"
 
 
-@by_page
+@pages_with("widgets")
 def test_widgets_respond_without_a_kernel(page_visit, browser):
     """Moving a control shows another precomputed view: the links run in the page's JavaScript."""
-    if page_visit.probe["widgetViews"] == 0:
-        pytest.skip("no widget on this page")
     driver, base_url = browser
     driver.get(f"{base_url}{page_visit.page}.html")
     _wait_ready(driver)
     before = driver.execute_script(VISIBLE_VIEWS)
     moved = _move_first_control(driver)
-    if not moved:
-        pytest.skip("no dropdown or slider to move on this page")
+    assert moved, f"{page_visit.page}: no dropdown or slider to move"
     deadline, after = time.monotonic() + 10, before
     while after == before and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -296,11 +297,10 @@ def test_widgets_respond_without_a_kernel(page_visit, browser):
     assert bu.console_errors(driver) == []
 
 
-@by_page
+@pages_with("math")
 def test_math_is_typeset_by_local_mathjax(page_visit):
     probe = page_visit.probe
-    if probe["maths"] == 0:
-        pytest.skip("no math on this page")
+    assert probe["maths"] > 0, f"{page_visit.page} must show math, has none"
     assert page_visit.mathjax == "typeset", page_visit.mathjax
     assert probe["mathsTypeset"] == probe["maths"], probe
     assert probe["mathErrors"] == [], f"{page_visit.page}: TeX errors {probe['mathErrors']}"
@@ -316,14 +316,12 @@ def _check_model_view(view: dict) -> None:
     assert view["lines"] >= layers * heads * lq * lk, f"expected a line per weight of every head, got {view}"
 
 
-@by_page
+@pages_with("head view", "model view")
 def test_bertviz_views_draw_attention(page_visit):
     views = page_visit.probe["bertviz"]
     kinds = [view_kind(v) for v in views]
     for what in {"head view", "model view"} & set(required(page_visit.page)):
         assert what in kinds, f"{page_visit.page} must show a BertViz {what}, has {kinds}"
-    if not views:
-        pytest.skip("no BertViz view on this page")
     for view, kind in zip(views, kinds, strict=True):
         assert view["svgs"] > 0 and view["visibleLines"] > 0, f"{kind} drew no attention lines: {view}"
         if kind == "model view":
