@@ -147,12 +147,14 @@ def _check_inputs(query, key, value, attn_mask, is_causal, scale, block_size) ->
 
 
 def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-                    scale: float | None = None, block_size: int = DEFAULT_BLOCK_SIZE):
+                    is_causal: bool = False, scale: float | None = None,
+                    block_size: int = DEFAULT_BLOCK_SIZE, *, attn_mask: torch.Tensor | None = None):
     """Exact ``softmax(Q Kᵀ · scale + mask) V`` tile by tile; returns ``(output (..., Lq, Dv), lse (..., Lq))``.
 
     query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); masks and ``scale`` as in
     ``attnlib.scaled_dot_product_attention``. Tiles are ``block_size`` queries by ``block_size`` keys.
+    ``attn_mask`` is keyword-only so that positional calls keep the order
+    ``(query, key, value, is_causal, scale, block_size)``.
     ``lse`` is each query's log-sum-exp of its scaled, masked scores (``-inf`` for a fully masked
     query, whose output is zero). Output keeps the input dtype; half-precision inputs are computed
     in float32 and their ``lse`` is float32.
