@@ -17,6 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the course package lives beside attnlib, not inside it
@@ -39,7 +40,8 @@ BOOK = ROOT / "book"
 HTML = ROOT / "_build" / "html"
 CHAPTERS = assignments(BOOK)
 STEMS = [p.stem for p in CHAPTERS]
-REPO = "attention-step-by-step/attention-step-by-step"
+REPOSITORY_URL = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
+REPO = REPOSITORY_URL.removeprefix("https://github.com/")  # owner/name, as the launch buttons use it
 
 
 def read(path: Path):
@@ -261,6 +263,40 @@ def test_one_wrong_answer_costs_exactly_its_points(grades):
     assert {ex: got[ex] for ex in expected if ex != wrong} == {ex: (p, p) for ex, p in expected.items() if ex != wrong}
 
 
+# --- the hidden setup cell that installs attnlib on Colab ---------------------------------------
+
+def setup_cell(stem: str):
+    cell = next(c for c in read(BOOK / f"{stem}.ipynb").cells if c.cell_type == "code")
+    assert "remove-cell" in cell.metadata.get("tags", []), f"{stem}: the first code cell must be the hidden setup cell"
+    return cell
+
+
+def run_setup_cell(stem: str, monkeypatch, attnlib_present: bool) -> list:
+    """Execute the chapter's setup cell with pip stubbed out; the commands it would have run."""
+    calls = []
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: calls.append(command))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: real_find_spec(name, *a) if attnlib_present or name != "attnlib" else None)
+    exec(compile(setup_cell(stem).source, f"{stem} setup cell", "exec"), {})
+    return calls
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_setup_cell_does_nothing_when_attnlib_is_present(stem, monkeypatch):
+    assert run_setup_cell(stem, monkeypatch, attnlib_present=True) == []
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_setup_cell_installs_attnlib_from_the_configured_repository(stem, monkeypatch):
+    calls = run_setup_cell(stem, monkeypatch, attnlib_present=False)
+    assert len(calls) == 1, f"{stem}: expected one pip install, got {calls}"
+    command = calls[0]
+    assert command[1:4] == ["-m", "pip", "install"], command
+    assert f"attnlib[views,models] @ git+{REPOSITORY_URL}" in command, (
+        f"{stem}: the setup cell must install from _config.yml's repository ({REPOSITORY_URL}), got {command}")
+
+
 # --- launch and download buttons on the built site ----------------------------------------------
 
 def chapter_page(stem: str) -> str:
@@ -287,3 +323,5 @@ def test_chapter_page_shows_no_nbgrader_markers(stem):
     html = chapter_page(stem)
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
         assert marker not in html
+    setup_comment = setup_cell(stem).source.splitlines()[0].lstrip("# ")
+    assert setup_comment not in html, "the setup cell must be hidden on the website"
