@@ -124,6 +124,29 @@ def check_qkv(query, key, value) -> None:
     batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
 
 
+def check_attention_args(query, key, value, attn_mask, is_causal, scale) -> None:
+    """Check the arguments of scaled dot-product attention, shared by every attention path.
+
+    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv) tensors; ``attn_mask`` None or a bool/float
+    tensor broadcastable to (..., Lq, Lk) on the query's device; ``is_causal`` a bool, not combined
+    with a mask; ``scale`` None or positive.
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        require_tensor(name, t)
+    check_qkv(query, key, value)
+    require_positive("scale", scale, allow_none=True)
+    require_bool("is_causal", is_causal)
+    if attn_mask is None:
+        return
+    require_tensor("attn_mask", attn_mask)
+    check_mask(attn_mask, query.shape[-2], key.shape[-2])
+    if attn_mask.device != query.device:
+        raise ValueError(f"expected attn_mask on {query.device} like the query, got {attn_mask.device}")
+    batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2], attn_mask.shape[:-2])
+    if is_causal:
+        raise ValueError("expected either attn_mask or is_causal=True, got both")
+
+
 def batch_shape(*shapes) -> tuple:
     """Broadcast leading (batch) shapes, or raise ValueError naming them."""
     try:

@@ -14,11 +14,8 @@ import torch.nn.functional as F
 
 from attnlib._checks import (
     batch_shape,
-    check_mask,
-    check_qkv,
-    require_bool,
+    check_attention_args,
     require_like,
-    require_positive,
     require_rank,
     require_tensor,
 )
@@ -40,26 +37,6 @@ def weighted_sum(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     require_like("value", value, "weights", weights)
     batch_shape(weights.shape[:-2], value.shape[:-2])
     return weights @ value  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
-
-
-def _check_inputs(query, key, value, attn_mask, is_causal, scale) -> None:
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        require_tensor(name, t)
-    check_qkv(query, key, value)
-    require_positive("scale", scale, allow_none=True)
-    require_bool("is_causal", is_causal)
-    if attn_mask is not None:
-        _check_attn_mask(attn_mask, query, key, value, is_causal)
-
-
-def _check_attn_mask(attn_mask, query, key, value, is_causal) -> None:
-    require_tensor("attn_mask", attn_mask)
-    check_mask(attn_mask, query.shape[-2], key.shape[-2])
-    if attn_mask.device != query.device:
-        raise ValueError(f"expected attn_mask on {query.device} like the query, got {attn_mask.device}")
-    batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2], attn_mask.shape[:-2])
-    if is_causal:
-        raise ValueError("expected either attn_mask or is_causal=True, got both")
 
 
 def _reference(query, key, value, attn_mask, is_causal, scale):
@@ -107,7 +84,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     zero weights and a zero output. ``need_weights=False`` returns ``(output, None)`` from torch's
     fused kernel.
     """
-    _check_inputs(query, key, value, attn_mask, is_causal, scale)
+    check_attention_args(query, key, value, attn_mask, is_causal, scale)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     if not need_weights:
         return _fast(query, key, value, attn_mask, is_causal, scale), None

@@ -20,11 +20,8 @@ import torch
 
 from attnlib._checks import (
     batch_shape,
-    check_mask,
-    check_qkv,
-    require_bool,
+    check_attention_args,
     require_float,
-    require_positive,
     require_positive_int,
     require_rank,
     require_tensor,
@@ -103,18 +100,28 @@ def _expand_mask(attn_mask, lq: int, lk: int):
     return mask.expand(*mask.shape[:-2], lq, lk)
 
 
+def _apply_masks(scores, rows: torch.Tensor, cols: torch.Tensor, mask_rows, causal: bool):
+    """Mask scores (..., R, C) of the query positions ``rows`` (R,) against the key positions ``cols`` (C,).
+
+    ``causal`` hides keys after each query; ``mask_rows`` (..., R, C) is the user mask's matching part.
+    """
+    if causal:
+        scores = scores.masked_fill(cols[None, :] > rows[:, None], float("-inf"))
+    if mask_rows is None:
+        return scores
+    if mask_rows.dtype == torch.bool:
+        return torch.where(mask_rows, scores, float("-inf"))  # broadcasts both ways, unlike masked_fill
+    return scores + mask_rows.to(scores.dtype)
+
+
 def _mask_tile(scores, mask, q0: int, q1: int, k0: int, k1: int, kind: int):
     """Apply the causal or user mask to the tile of scores (..., Bq, Bk) of queries [q0, q1), keys [k0, k1)."""
-    if kind == MASKED:  # the tile crosses the causal diagonal
-        rows = torch.arange(q0, q1, device=scores.device)
-        cols = torch.arange(k0, k1, device=scores.device)
-        scores = scores.masked_fill(cols[None, :] > rows[:, None], float("-inf"))
-    if mask is None:
+    if kind != MASKED and mask is None:  # a tile wholly below the causal diagonal, no user mask
         return scores
-    tile = mask[..., q0:q1, k0:k1]
-    if tile.dtype == torch.bool:
-        return torch.where(tile, scores, float("-inf"))  # broadcasts both ways, unlike masked_fill
-    return scores + tile.to(scores.dtype)
+    rows = torch.arange(q0, q1, device=scores.device)
+    cols = torch.arange(k0, k1, device=scores.device)
+    tile = None if mask is None else mask[..., q0:q1, k0:k1]
+    return _apply_masks(scores, rows, cols, tile, causal=kind == MASKED)  # MASKED: crosses the diagonal
 
 
 def _query_block(q_blk, key, value, mask, q0: int, q1: int, is_causal: bool, block_size: int, batch: tuple):
@@ -131,19 +138,8 @@ def _query_block(q_blk, key, value, mask, q0: int, q1: int, is_causal: bool, blo
 
 
 def _check_inputs(query, key, value, attn_mask, is_causal, scale, block_size) -> None:
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        require_tensor(name, t)
-    check_qkv(query, key, value)
-    require_positive("scale", scale, allow_none=True)
+    check_attention_args(query, key, value, attn_mask, is_causal, scale)
     require_positive_int("block_size", block_size)
-    require_bool("is_causal", is_causal)
-    if attn_mask is not None:
-        require_tensor("attn_mask", attn_mask)
-        check_mask(attn_mask, query.shape[-2], key.shape[-2])
-        if is_causal:
-            raise ValueError("expected either attn_mask or is_causal=True, got both")
-        if attn_mask.device != query.device:
-            raise ValueError(f"expected attn_mask on {query.device} like query, got {attn_mask.device}")
 
 
 def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -205,20 +201,16 @@ def weights_from_lse(query: torch.Tensor, key: torch.Tensor, lse: torch.Tensor, 
     mask, ``is_causal`` and ``scale``. ``rows``: None (all Lq), an int, a slice or a list of ints.
     Costs O(R·Lk) memory: draw a few rows of a long sequence without its (Lq, Lk) matrix.
     """
-    _check_inputs(query, key, key, attn_mask, is_causal, scale, 1)
+    check_attention_args(query, key, key, attn_mask, is_causal, scale)
     _check_lse(lse, query)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     idx = _row_indices(rows, query.shape[-2], query.device)  # (R,)
     work = torch.float32 if query.dtype in _HALF else query.dtype
     picked = query.to(work).index_select(-2, idx) * scale  # (..., R, Dk)
     scores = picked @ key.to(work).transpose(-2, -1)  # (..., R, Dk) @ (..., Dk, Lk) -> (..., R, Lk)
-    if is_causal:
-        cols = torch.arange(key.shape[-2], device=key.device)
-        scores = scores.masked_fill(cols[None, :] > idx[:, None], float("-inf"))
     mask = _expand_mask(attn_mask, query.shape[-2], key.shape[-2])
-    if mask is not None:
-        tile = mask.index_select(-2, idx)  # (..., R, Lk)
-        scores = torch.where(tile, scores, float("-inf")) if tile.dtype == torch.bool else scores + tile.to(work)
+    mask_rows = None if mask is None else mask.index_select(-2, idx)  # (..., R, Lk)
+    scores = _apply_masks(scores, idx, torch.arange(key.shape[-2], device=key.device), mask_rows, is_causal)
     lse_rows = lse.to(work).index_select(-1, idx)[..., None]  # (..., R, 1)
     weights = torch.exp(scores - torch.where(torch.isfinite(lse_rows), lse_rows, torch.zeros_like(lse_rows)))
     return torch.where(torch.isfinite(lse_rows), weights, torch.zeros_like(weights)).to(query.dtype)
