@@ -156,7 +156,7 @@ def batch_shape(*shapes) -> tuple:
                          f"{', '.join(str(tuple(s)) for s in shapes)}") from None
 
 
-def check_mask(attn_mask, lq: int, lk: int, scores_dtype=None) -> None:
+def check_mask(attn_mask, lq: int, lk: int) -> None:
     """Check that a mask is boolean or float and broadcasts to (..., Lq, Lk)."""
     is_bool = attn_mask.dtype in (torch.bool, np.bool_)
     if not (is_bool or is_floating(attn_mask)):

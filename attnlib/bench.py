@@ -174,6 +174,8 @@ def _measure_case(config: Config, device: str, dtype: str, length: int, bar) -> 
     """Every path on one input; timed in ``config.rounds`` interleaved rounds, keeping each path's fastest."""
     q, k, v = make_inputs(config.batch, config.heads, length, config.dim, getattr(torch, dtype), device, config.seed)
     calls = {path: _bind(path, q, k, v, config.is_causal) for path in config.paths}
+    for call in calls.values():  # warm up first: one-time workspaces (e.g. cuBLAS) are not a path's peak
+        call()
     rows = {path: {"device": device, "dtype": dtype, "L": length, "path": path,
                    "time_s": float("inf"), "peak_bytes": peak_bytes(call, device)} for path, call in calls.items()}
     clock = time.thread_time if config.cpu_time and torch.device(device).type == "cpu" else None

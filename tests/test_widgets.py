@@ -53,6 +53,11 @@ def test_controls_are_linked_to_the_stack_in_javascript():
     assert {(link.source[1], link.target[1]) for link in links} == {("index", "selected_index")}
 
 
+def test_title_is_text_not_markup():
+    box = precomputed_explorer(_render, OPTIONS, title="<img src=x onerror=alert(1)> & 'quotes'")
+    assert box.children[0].value == "<b>&lt;img src=x onerror=alert(1)&gt; &amp; 'quotes'</b>"
+
+
 @pytest.mark.parametrize("options, error, message", [
     ({}, ValueError, "expected options as a mapping of 1 or 2"),
     ({"a": [1], "b": [1], "c": [1]}, ValueError, "expected options as a mapping of 1 or 2"),

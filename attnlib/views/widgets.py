@@ -10,6 +10,7 @@ website shows the matching view with no Python running. In a notebook it behaves
 
 from __future__ import annotations
 
+import html
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Number
@@ -94,5 +95,5 @@ def precomputed_explorer(render: Callable[..., object], options: Mapping[str, Se
     stack = _stack(states, options, (), [c.index for c in controls])
     for depth, control in enumerate(controls):
         _link_all(control, stack, depth)
-    header = [widgets.HTML(f"<b>{title}</b>")] if title else []
+    header = [widgets.HTML(f"<b>{html.escape(title, quote=False)}</b>")] if title else []  # a title is text, not markup
     return widgets.VBox([*header, widgets.HBox(controls), stack])
