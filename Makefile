@@ -54,7 +54,7 @@ student: $(STAMP)
 	$(PY) -m course student
 
 autograde: $(STAMP)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make autograde SUBMISSIONS=<folder>/<student>/<assignment>/<notebook>.ipynb"; exit 2; }
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make autograde SUBMISSIONS=<folder>  (laid out as <folder>/<student>/<assignment>/<notebook>.ipynb)"; exit 2; }
 	$(PY) -m course autograde "$(SUBMISSIONS)"
 
 # Time and peak memory of attnlib's attention paths vs torch SDPA (CPU, and CUDA when present).

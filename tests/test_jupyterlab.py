@@ -5,8 +5,7 @@ no news, no extension manager) in a temporary copy of the repository's ``book/``
 ``book/06_real_model.ipynb`` in headless Chromium, clears the stored outputs, runs all cells with
 JupyterLab's own ``notebook:run-all-cells`` command (what Run > Run All Cells does) and checks that
 the fresh output holds BertViz's head view: an ``<svg>`` with attention lines. Every request the
-page makes must stay on loopback. While the chapter does not exist yet, a small notebook that calls
-``attnlib.views.bertviz.head_view`` stands in for it (the test says so in its output).
+page makes must stay on loopback.
 """
 
 from __future__ import annotations
@@ -23,13 +22,11 @@ import urllib.request
 from pathlib import Path
 
 import browser_utils as bu
-import nbformat
 import pytest
 
 pytestmark = pytest.mark.browser
 
 CHAPTER = "book/06_real_model.ipynb"
-STAND_IN = "book/lab_head_view_check.ipynb"
 TOKEN = "attnlib-browser-test"
 SERVER_CONFIG = {  # nothing the server does may leave loopback either
     "LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
@@ -71,26 +68,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def stand_in_notebook() -> nbformat.NotebookNode:
-    """A small notebook that draws one head view of random attention with attnlib's BertViz view."""
-    source = ("import torch\n"
-              "from attnlib.views.bertviz import head_view\n"
-              "generator = torch.Generator().manual_seed(0)\n"
-              "attention = [torch.softmax(torch.randn(1, 2, 5, 5, generator=generator), dim=-1) for _ in range(2)]\n"
-              "head_view(attention, ['the', 'cat', 'sat', 'on', 'mats'])")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return nb
-
-
 def prepare_root(root: Path) -> str:
-    """Copy book/ into ``root``; returns the notebook to open (the chapter, or the stand-in)."""
+    """Copy book/ into ``root``; returns the chapter notebook to open."""
     shutil.copytree(bu.REPO / "book", root / "book",
                     ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints", "__pycache__"))
-    if (root / CHAPTER).is_file():
-        return CHAPTER
-    nbformat.write(stand_in_notebook(), root / STAND_IN)
-    return STAND_IN
+    assert (root / CHAPTER).is_file(), f"{CHAPTER} is missing: the JupyterLab test runs the real-model chapter"
+    return CHAPTER
 
 
 def _wait_for_server(url: str, process: subprocess.Popen, log: Path, timeout_s: float = 90.0) -> None:

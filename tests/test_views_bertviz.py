@@ -10,9 +10,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import shutil
 from html.parser import HTMLParser
 
+import browser_utils as bu
 import numpy as np
 import pytest
 import torch
@@ -269,28 +269,16 @@ def test_rejects_non_finite_weights(view):
 
 # --- in a real browser ----------------------------------------------------------------------------
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-needs_chromium = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian chromium + chromium-driver")
 # Make alert() observable instead of blocking, before any script of the page runs.
 ALERT_HOOK = "window.__alerts = []; window.alert = function (m) { window.__alerts.push(String(m)); };"
 
 
 @pytest.fixture(scope="module")
 def browser():
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ALERT_HOOK})
-    yield driver
-    driver.quit()
+    bu.require_chromium()
+    with bu.chromium() as driver:
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ALERT_HOOK})
+        yield driver
 
 
 def open_page(browser, tmp_path, body: str):
@@ -308,8 +296,7 @@ def open_page(browser, tmp_path, body: str):
 
 
 def requested_urls(browser) -> list[str]:
-    messages = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
-    return [m["params"]["request"]["url"] for m in messages if m["method"] == "Network.requestWillBeSent"]
+    return [r.url for r in bu.network_requests(bu.performance_messages(browser))]
 
 
 def svg_texts(browser, root_id: str) -> list[str]:
@@ -319,7 +306,6 @@ def svg_texts(browser, root_id: str) -> list[str]:
 
 
 @pytest.mark.browser
-@needs_chromium
 @pytest.mark.parametrize("with_requirejs", [False, True], ids=["plain-page", "page-with-requirejs"])
 def test_browser_renders_hostile_tokens_as_text(browser, tmp_path, with_requirejs):
     head = bv.head_view(attention(), HOSTILE, include_libraries=True).data
@@ -340,8 +326,7 @@ def test_browser_renders_hostile_tokens_as_text(browser, tmp_path, with_requirej
             assert token in texts, (root, token, texts)
     head_id = params_of(head)["root_div_id"]
     assert browser.execute_script(f"return document.querySelectorAll('#{head_id} svg line').length") > 0
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    assert errors == []
+    assert bu.console_errors(browser) == []
     assert requested_urls(browser) == [page.as_uri()]
     # the page's own globals are left alone; BertViz's libraries live in window.attnlibBertviz
     assert browser.execute_script("return [typeof window.d3, typeof window.jQuery, "
@@ -349,7 +334,6 @@ def test_browser_renders_hostile_tokens_as_text(browser, tmp_path, with_requirej
 
 
 @pytest.mark.browser
-@needs_chromium
 def test_browser_view_without_libraries_says_why(browser, tmp_path):
     html = bv.head_view(attention(), HOSTILE, include_libraries=False).data
     open_page(browser, tmp_path, html)
