@@ -34,7 +34,7 @@ weights and a zero output, never NaN.
 """
 
 from attnlib.attention import scaled_dot_product_attention, weighted_sum
-from attnlib.device import get_device
+from attnlib.device import exact_dtype, get_device
 from attnlib.multihead import MultiHeadAttention, merge_heads, split_heads
 from attnlib.scaling import scale_scores
 from attnlib.scores import QKVProjection, dot_product_scores, project
@@ -46,6 +46,7 @@ __all__ = [
     "apply_mask",
     "causal_mask",
     "dot_product_scores",
+    "exact_dtype",
     "get_device",
     "merge_heads",
     "padding_mask",

@@ -69,14 +69,28 @@ def available_devices() -> list[str]:
     return names
 
 
-def describe_device(device: torch.device | str | None = None) -> str:
-    """A human-readable name for ``device`` (default: ``get_device()``), e.g. for plot labels."""
+def _as_device(device: torch.device | str | None) -> torch.device:
+    """``device`` as a torch.device (None: ``get_device()``), or a ValueError naming what came."""
     if device is None:
-        device = get_device()
+        return get_device()
     try:
-        device = torch.device(device)
+        return torch.device(device)
     except (RuntimeError, TypeError, ValueError):
         raise ValueError(f"expected a device such as 'cpu', 'cuda:0' or 'mps', got {device!r}") from None
+
+
+def describe_device(device: torch.device | str | None = None) -> str:
+    """A human-readable name for ``device`` (default: ``get_device()``), e.g. for plot labels."""
+    device = _as_device(device)
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
     return str(device)
+
+
+def exact_dtype(device: torch.device | str | None = None) -> torch.dtype:
+    """The most precise float dtype of ``device`` (default: ``get_device()``): float64, or float32 on MPS.
+
+    Apple's MPS has no float64. The chapters compute in this dtype, so on CPU and CUDA their
+    numbers agree with NumPy's float64 to ~1e-12 and on MPS to float32's ~1e-6.
+    """
+    return torch.float32 if _as_device(device).type == "mps" else torch.float64

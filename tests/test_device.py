@@ -76,6 +76,15 @@ def test_describe_device(no_env):
     assert dev.describe_device() == "cpu"
 
 
+def test_exact_dtype_is_float64_except_on_mps(no_env):
+    assert dev.exact_dtype("cpu") == dev.exact_dtype(torch.device("cuda:1")) == torch.float64
+    assert dev.exact_dtype("mps") == torch.float32  # Apple's MPS has no float64
+    _machine(no_env, mps=True)
+    assert dev.exact_dtype() == torch.float32  # default: get_device(), here MPS
+    with pytest.raises(ValueError, match=r"expected a device such as 'cpu', 'cuda:0' or 'mps', got 'gpu0'"):
+        dev.exact_dtype("gpu0")
+
+
 def _calls(device, dtype):
     """Every public tensor function of attnlib on inputs of one device and dtype: name -> outputs."""
     x, q, k, v = (randn(*s, dtype=dtype, seed=i, device=device)
