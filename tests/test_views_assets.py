@@ -88,7 +88,7 @@ def test_outside_a_checkout_without_npm_the_error_says_both(monkeypatch, tmp_pat
 
 
 def test_cache_pins_match_package_json():
-    pins = json.loads((REPO / "package.json").read_text(encoding="utf-8"))["dependencies"]
+    pins = pinned()
     assert {name: pins[name] for name in assets.NPM_PINS} == assets.NPM_PINS
 
 
@@ -111,6 +111,14 @@ process.stdout.write(JSON.stringify({{ version: context.d3.version, select: type
 
 
 @needs_node
+@pytest.mark.parametrize("sequence", ["</script>", "</SCRIPT ", "<!--"])
+def test_a_library_that_could_break_out_of_its_script_element_is_refused(monkeypatch, sequence):
+    monkeypatch.setattr(assets, "script_source", lambda name: f"var s = '{sequence}';")
+    for name in ("d3", "require"):
+        with pytest.raises(ValueError, match=f"expected {name} source without '</script' or '<!--'"):
+            assets.global_script(name)
+
+
 def test_require_is_inlined_as_is_and_defines_the_loader():
     assert assets.global_script("require") == assets.script_source("require")
     program = f"""

@@ -120,8 +120,8 @@ def global_script(name: str) -> str:
     so it is returned unwrapped.
     """
     source = script_source(name)
-    if "</script" in source.lower():
-        raise ValueError(f"expected {name} source without a '</script' sequence (it cannot be inlined), got one")
+    if "</script" in source.lower() or "<!--" in source:
+        raise ValueError(f"expected {name} source without '</script' or '<!--' (it is inlined in a <script>), got one")
     if name == "require":
         return source
     return f"(function (define, module, exports) {{\n{source}\n}}).call(window);"
