@@ -44,6 +44,16 @@ def test_heatmap_rejects_bad_shapes(bad, message):
         plots.heatmap(**bad)
 
 
+def test_heatmap_shows_dollar_tokens_as_text_not_mathtext():
+    tokens = ["$$", "$x^2$", "$_$", "cat"]  # as mathtext: a ValueError, a superscript, a ValueError
+    ax = plots.heatmap(np.eye(4), tokens, tokens)
+    ax.figure.canvas.draw()  # raises if any label is parsed as mathtext
+    expected = [r"\$\$", r"\$x^2\$", r"\$_\$", "cat"]  # escaped dollars: drawn as written
+    assert [label.get_text() for label in ax.get_xticklabels()] == expected
+    assert [label.get_text() for label in ax.get_yticklabels()] == expected
+    plt.close(ax.figure)
+
+
 def test_head_grid_has_one_panel_per_head():
     fig = plots.head_grid(_weights(h=3), ["a", "b", "c", "d"], query_tokens=["a", "b", "c"], ncols=2)
     drawn = [ax for ax in fig.axes if ax.images]

@@ -31,6 +31,11 @@ def _check_matrix(name: str, m: np.ndarray, rows, cols) -> None:
             raise ValueError(f"expected {n} {label} for {name} of shape {m.shape}, got {len(labels)}")
 
 
+def _literal(labels, n: int) -> list[str]:
+    """Tick labels shown as written: a token such as ``$5`` is text, not matplotlib mathtext."""
+    return [str(label).replace("$", r"\$") for label in (labels if labels is not None else range(n))]
+
+
 def heatmap(weights, row_labels=None, col_labels=None, ax=None, title: str | None = None,
             annotate: bool = True, fmt: str = "{:.2f}", cmap: str = "viridis", vmin=None, vmax=None):
     """Draw a (Lq, Lk) matrix (e.g. attention weights) with one labelled row per query; returns the Axes."""
@@ -39,9 +44,8 @@ def heatmap(weights, row_labels=None, col_labels=None, ax=None, title: str | Non
     if ax is None:
         _, ax = plt.subplots(figsize=(0.55 * m.shape[1] + 2, 0.45 * m.shape[0] + 1.2))
     image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    cols = col_labels if col_labels is not None else range(m.shape[1])
-    ax.set_xticks(range(m.shape[1]), cols, rotation=45, ha="right")
-    ax.set_yticks(range(m.shape[0]), row_labels if row_labels is not None else range(m.shape[0]))
+    ax.set_xticks(range(m.shape[1]), _literal(col_labels, m.shape[1]), rotation=45, ha="right")
+    ax.set_yticks(range(m.shape[0]), _literal(row_labels, m.shape[0]))
     ax.set_xlabel("key")
     ax.set_ylabel("query")
     if title:
