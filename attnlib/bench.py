@@ -270,7 +270,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", type=int, default=64, help="head width D (default 64)")
     p.add_argument("--devices", nargs="+", help=f"devices (default: {' '.join(Config().devices)})")
     p.add_argument("--causal", action="store_true", help="causal attention")
-    p.add_argument("--min-run-time", type=float, default=0.6, help="seconds of timing per path and L (default 0.6)")
+    p.add_argument("--min-run-time", type=float,
+                   help="seconds of timing per path and L (default 0.6; 0.05 with --quick)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds; the fastest counts (default 3)")
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--cpu-time", action="store_true",
@@ -286,10 +287,13 @@ def config_from_args(argv: list[str] | None = None) -> Config:
 
 
 def _config(args: argparse.Namespace) -> Config:
+    if args.cpu_time and args.threads not in (None, 1):
+        raise ValueError(f"expected --threads 1 or none with --cpu-time (it times one thread), "
+                         f"got --threads {args.threads}")
     lengths = args.lengths or ((128, 256, 512) if args.quick else Config.lengths)
+    min_run_time = args.min_run_time if args.min_run_time is not None else (0.05 if args.quick else Config.min_run_time)
     config = Config(lengths=tuple(lengths), batch=args.batch, heads=args.heads, dim=args.dim,
-                    is_causal=args.causal, min_run_time=0.05 if args.quick else args.min_run_time,
-                    rounds=args.rounds, cpu_time=args.cpu_time)
+                    is_causal=args.causal, min_run_time=min_run_time, rounds=args.rounds, cpu_time=args.cpu_time)
     if args.devices:
         config.devices = tuple(args.devices)
     return config
@@ -297,8 +301,12 @@ def _config(args: argparse.Namespace) -> Config:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark the command line asks for and print the table and the headline ratios."""
-    args = _parser().parse_args(argv)
-    config = _config(args)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        config = _config(args)
+    except ValueError as error:
+        parser.error(str(error))  # usage and the message on stderr, exit status 2
     if args.threads or args.cpu_time:
         require_positive_int("threads", 1 if args.cpu_time else args.threads)
         torch.set_num_threads(1 if args.cpu_time else args.threads)

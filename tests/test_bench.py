@@ -79,6 +79,18 @@ def test_command_line_options():
     assert config.lengths == (8, 16) and config.heads == 2 and config.is_causal and config.devices == ("cpu",)
     assert max(bench.Config().lengths) >= 8192
     assert bench.config_from_args(["--cpu-time"]).cpu_time and not bench.Config().cpu_time
+    assert bench.config_from_args(["--quick"]).min_run_time == 0.05
+    assert bench.config_from_args(["--quick", "--min-run-time", "0.2"]).min_run_time == 0.2  # not overridden
+    assert bench.config_from_args([]).min_run_time == bench.Config().min_run_time
+
+
+def test_threads_with_cpu_time_is_refused_not_ignored(capsys):
+    with pytest.raises(ValueError, match="expected --threads 1 or none with --cpu-time .* got --threads 4"):
+        bench.config_from_args(["--cpu-time", "--threads", "4"])
+    assert bench.config_from_args(["--cpu-time", "--threads", "1"]).cpu_time
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--cpu-time", "--threads", "4"])
+    assert exit_info.value.code == 2 and "expected --threads 1 or none" in capsys.readouterr().err
 
 
 def test_cpu_time_clock_runs_on_tiny_sizes():
