@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -39,7 +40,7 @@ from course.grades import COLUMNS  # noqa: E402
 from course.nbgrader_course import assignments, autograde, submissions  # noqa: E402
 
 BOOK = ROOT / "book"
-HTML = ROOT / "_build" / "html"
+HTML = Path(os.environ.get("ATTNLIB_SITE_HTML", ROOT / "_build" / "html"))  # as in test_site.py
 CHAPTERS = assignments(BOOK)
 STEMS = [p.stem for p in CHAPTERS]
 REPOSITORY_URL = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
