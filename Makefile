@@ -1,5 +1,7 @@
 # Two commands do everything on a fresh machine: `make book` and `make test`.
-# Every target sets up .venv (and node_modules for the site's vendored JavaScript) when missing.
+# Every target sets up .venv (and node_modules for the site's vendored JavaScript) when missing, and
+# `make book` / `make test` install the Debian packages they need (tools/debian-packages: apt-get as
+# root; otherwise they stop at once and print the one command to run).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -12,19 +14,30 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# command=Debian package: npm for the site's vendored libraries, Chromium for the browser tests
+BOOK_PACKAGES := ensurepip=python3-venv npm=npm node=nodejs
+TEST_PACKAGES := $(BOOK_PACKAGES) chromium=chromium chromedriver=chromium-driver
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: setup book serve test lint unit notebooks lab student autograde bench clean
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml $(wildcard package-lock.json)
+.PHONY: book-packages test-packages
+book-packages:
+	@PYTHON=$(PYTHON) tools/debian-packages $(BOOK_PACKAGES)
+test-packages:
+	@PYTHON=$(PYTHON) tools/debian-packages $(TEST_PACKAGES)
+
+$(STAMP): requirements.txt pyproject.toml $(wildcard package-lock.json) | book-packages
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; fi
 	touch $(STAMP)
 
-book: $(STAMP)
+# The site shows the committed outputs of the chapters (execute_notebooks: off); `make test` proves them current.
+book: $(STAMP) | book-packages
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 	@echo "The book is at file://$(CURDIR)/$(HTML)/index.html  (make serve: http://127.0.0.1:$(PORT)/)"
 
@@ -34,16 +47,16 @@ serve: book
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# Everything: lint, the book build (the browser tests read it), then one pytest run over
-# attnlib's tests, every chapter notebook under strict nbval, the site and the course.
-test: $(STAMP) lint book
-	$(BIN)/pytest tests book --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+# Everything: lint, the book build (the browser tests read it), attnlib's tests, every chapter under
+# strict nbval (each executed once), the site in a browser and the course; a timing summary at the end.
+test: $(STAMP) lint book | test-packages
+	$(BIN)/pytest tests book $(NBVAL)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests -m "not browser"
 
 notebooks: $(STAMP)
-	$(BIN)/pytest book --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(BIN)/pytest book $(NBVAL)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=book $(if $(filter 0,$(shell id -u)),--allow-root)
