@@ -1,17 +1,28 @@
-"""Scaling the scores by 1/√Dk, and the three measurements that show why.
+"""Scaling the scores by 1/√Dk, and the measurements that show why.
 
 For q, k with independent standard-normal entries, ``q·k`` has mean 0 and variance ``Dk``. Without
-scaling, wider heads give larger scores, the softmax saturates (one weight near 1) and its gradients
-vanish. The functions below measure all three on random samples so the book can plot them.
+scaling, wider heads give larger scores and the softmax saturates (one weight near 1). The gradient
+through a saturated softmax is ∝ p_j for every key j, so every key except the winner gets almost none.
+The functions below measure these on random samples so the book can plot them, and each gradient
+function says what it differentiates with respect to.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from numbers import Real
 
 import torch
 
-from attnlib._checks import require_float, require_positive, require_positive_int, require_tensor
+from attnlib._checks import (
+    require_bool,
+    require_float,
+    require_positive,
+    require_positive_int,
+    require_rank,
+    require_tensor,
+)
 
 
 def scale_scores(scores: torch.Tensor, d_k: int) -> torch.Tensor:
@@ -59,23 +70,108 @@ def softmax_saturation(d_k: int, n_keys: int = 8, n_samples: int = 2_000, scaled
     return weights.amax(dim=-1).mean().item()
 
 
-def softmax_gradient_norm(d_k: int, n_keys: int = 8, n_samples: int = 2_000, scaled: bool = False,
-                          seed: int = 0) -> float:
-    """Mean norm of the gradient that flows back through the softmax into its input scores.
+@dataclass(frozen=True)
+class ScoreGradients:
+    """Gradients of the loss ``L = Σ_j p_j g_j`` for N queries, each against its own Lk keys.
 
-    The loss is ``weights · g`` for a random upstream gradient ``g`` (N, Lk); the function returns the
-    mean over samples of ``‖∂loss/∂scores‖`` (scores (N, Lk), after scaling when ``scaled``), measured
-    with autograd. It collapses towards 0 when the softmax saturates.
+    ``p = softmax(z)`` with ``z = s / √Dk`` when scaled, else ``z = s``; ``s_j = q · k_j`` are the raw scores.
+    Every field is a float64 CPU tensor: ``weights`` p (N, Lk); ``softmax_input`` ∂L/∂z (N, Lk);
+    ``scores`` ∂L/∂s (N, Lk), equal to ``softmax_input`` unscaled and to it divided by √Dk scaled;
+    ``query`` ∂L/∂q (N, Dk); ``keys`` ∂L/∂k_j (N, Lk, Dk).
     """
+
+    weights: torch.Tensor
+    softmax_input: torch.Tensor
+    scores: torch.Tensor
+    query: torch.Tensor
+    keys: torch.Tensor
+
+
+def attention_gradients(query: torch.Tensor, keys: torch.Tensor, upstream: torch.Tensor,
+                        scaled: bool = False) -> ScoreGradients:
+    """Autograd's gradients of ``L = softmax(z) · upstream`` at query (N, Dk), keys (N, Lk, Dk), upstream (N, Lk).
+
+    ``upstream`` stands for ∂L/∂p, what the rest of the network sends back to the weights.
+    """
+    for name, x, layout in (("query", query, "(N, Dk)"), ("keys", keys, "(N, Lk, Dk)"),
+                            ("upstream", upstream, "(N, Lk)")):
+        require_tensor(name, x)
+        require_float(name, x)
+        rank = layout.count(",") + 1
+        require_rank(name, x, rank, layout, max_rank=rank)
+    if keys.shape[::2] != query.shape or upstream.shape != keys.shape[:2]:
+        raise ValueError(f"expected query (N, Dk), keys (N, Lk, Dk), upstream (N, Lk), got "
+                         f"{tuple(query.shape)}, {tuple(keys.shape)}, {tuple(upstream.shape)}")
+    q, k = query.detach().clone().requires_grad_(True), keys.detach().clone().requires_grad_(True)
+    s = _sample_scores(q, k, scaled=False)  # (N, Lk) raw scores q·k_j
+    z = s / math.sqrt(q.shape[-1]) if scaled else s * 1.0  # (N, Lk) the softmax input
+    s.retain_grad()
+    z.retain_grad()
+    p = torch.softmax(z, dim=-1)
+    (p * upstream.detach()).sum().backward()
+    return ScoreGradients(p.detach(), z.grad, s.grad, q.grad, k.grad)
+
+
+def score_gradients(d_k: int, n_keys: int = 8, n_samples: int = 1_000, scaled: bool = False,
+                    seed: int = 0) -> ScoreGradients:
+    """`attention_gradients` at ``n_samples`` standard-normal queries (N, Dk), keys (N, Lk, Dk), upstream (N, Lk)."""
     require_positive_int("d_k", d_k)
     require_positive_int("n_keys", n_keys)
     require_positive_int("n_samples", n_samples)
+    require_bool("scaled", scaled)
     q, k = _random_qk(d_k, n_samples, n_keys, seed)
     upstream = torch.randn(n_samples, n_keys, generator=torch.Generator().manual_seed(seed + 1),
                            dtype=torch.float64)
-    scores = _sample_scores(q, k, scaled).requires_grad_(True)  # (N, Lk)
-    (torch.softmax(scores, dim=-1) * upstream).sum().backward()
-    return scores.grad.norm(dim=-1).mean().item()
+    return attention_gradients(q, k, upstream, scaled=scaled)
+
+
+def softmax_gradient_norm(d_k: int, n_keys: int = 8, n_samples: int = 2_000, scaled: bool = False,
+                          seed: int = 0) -> float:
+    """Mean over samples of ‖∂L/∂z‖, the gradient at the softmax *input* z (N, Lk): s/√Dk scaled, s unscaled."""
+    return score_gradients(d_k, n_keys, n_samples, scaled, seed).softmax_input.norm(dim=-1).mean().item()
+
+
+def query_gradient_norm(d_k: int, n_keys: int = 8, n_samples: int = 2_000, scaled: bool = False,
+                        seed: int = 0) -> float:
+    """Mean over samples of ‖∂L/∂q‖, the gradient at the query q (N, Dk) (the same samples as above)."""
+    return score_gradients(d_k, n_keys, n_samples, scaled, seed).query.norm(dim=-1).mean().item()
+
+
+def by_weight_rank(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Mean of ``|values|`` (N, Lk) per rank of the key's weight (N, Lk): (Lk,), rank 0 the largest weight.
+
+    For the keys' gradients pass their norms, ``grads.keys.norm(dim=-1)`` (N, Lk).
+    """
+    require_tensor("values", values)
+    require_tensor("weights", weights)
+    require_rank("values", values, 2, "(N, Lk)", max_rank=2)
+    if values.shape != weights.shape:
+        raise ValueError(f"expected values and weights of the same shape (N, Lk), got "
+                         f"{tuple(values.shape)} and {tuple(weights.shape)}")
+    order = weights.argsort(dim=-1, descending=True)  # (N, Lk) key indices, largest weight first
+    return values.abs().gather(-1, order).mean(dim=0)
+
+
+def self_attention_scores(d_k: int, d_model: int = 64, length: int = 8, n_samples: int = 1_000,
+                          correlation: float = 0.0, seed: int = 0) -> torch.Tensor:
+    """Raw self-attention scores (N, L, L) ``(x W_Q)(x W_K)ᵀ``, q and k made from the *same* tokens x.
+
+    Per sample: x (L, D) and W_Q (D, Dk) standard normal / √D; ``W_K = ρ W_Q + √(1-ρ²) W'`` with W' like
+    W_Q and ρ = ``correlation``. ρ = 0 is independent random projections, ρ = 1 ties W_K to W_Q.
+    """
+    require_positive_int("d_k", d_k)
+    require_positive_int("d_model", d_model)
+    require_positive_int("length", length)
+    require_positive_int("n_samples", n_samples)
+    if not isinstance(correlation, Real) or not 0 <= correlation <= 1:
+        raise ValueError(f"expected correlation to be a number in [0, 1], got {correlation!r}")
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n_samples, length, d_model, generator=generator, dtype=torch.float64)
+    w_q, w_other = (torch.randn(n_samples, d_model, d_k, generator=generator, dtype=torch.float64)
+                    / math.sqrt(d_model) for _ in range(2))
+    w_k = correlation * w_q + math.sqrt(1 - correlation**2) * w_other
+    q, k = x @ w_q, x @ w_k  # (N, L, D) @ (N, D, Dk) -> (N, L, Dk)
+    return q @ k.transpose(-2, -1)  # (N, L, Dk) @ (N, Dk, L) -> (N, L, L)
 
 
 def temperature_for(d_k: int) -> float:

@@ -12,7 +12,12 @@ from attnlib import scale_scores, softmax
 from attnlib.scaling import (
     _random_qk,
     _sample_scores,
+    attention_gradients,
+    by_weight_rank,
+    query_gradient_norm,
+    score_gradients,
     score_variance,
+    self_attention_scores,
     softmax_gradient_norm,
     softmax_saturation,
     temperature_for,
@@ -93,3 +98,114 @@ def test_temperature_sqrt_dk_is_the_same_as_scaling(d_k):
     torch.testing.assert_close(softmax(scores, temperature=temperature_for(d_k)),
                                softmax(scale_scores(scores, d_k)), **tol(torch.float64))
     assert temperature_for(d_k) == math.sqrt(d_k)
+
+
+# --- what each gradient is taken with respect to -----------------------------------------------------
+
+
+def _reference_gradients(q, k, g, scaled):
+    """The same gradients from torch.func, a route that shares no code with attention_gradients."""
+    scale = 1 / math.sqrt(q.shape[-1]) if scaled else 1.0
+
+    def loss_of_input(z):
+        return (torch.softmax(z, -1) * g).sum()
+
+    def loss_of_qk(q_, k_):
+        return loss_of_input(torch.einsum("nd,nkd->nk", q_, k_) * scale)
+
+    z = torch.einsum("nd,nkd->nk", q, k) * scale
+    d_input = torch.func.grad(loss_of_input)(z)
+    d_query, d_keys = torch.func.grad(loss_of_qk, argnums=(0, 1))(q, k)
+    return d_input, d_input * scale, d_query, d_keys
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+@pytest.mark.parametrize(("n", "lk", "d_k"), [(3, 5, 4), (2, 1, 7), (4, 8, 64)])
+def test_attention_gradients_match_torch_func(scaled, n, lk, d_k):
+    q, k, g = randn(n, d_k, seed=1), randn(n, lk, d_k, seed=2), randn(n, lk, seed=3)
+    grads = attention_gradients(q, k, g, scaled=scaled)
+    expected = _reference_gradients(q, k, g, scaled)
+    for got, want in zip((grads.softmax_input, grads.scores, grads.query, grads.keys), expected, strict=True):
+        torch.testing.assert_close(got, want, **tol(torch.float64))
+    assert grads.weights.shape == (n, lk) and grads.keys.shape == (n, lk, d_k)
+    assert not q.requires_grad and q.grad is None  # the caller's tensors are left alone
+
+
+def test_attention_gradients_by_hand_on_two_keys():
+    # q = e1 (Dk = 4), keys 0 and 2 ln3 e1, scaled: z = (0, ln 3), p = (1/4, 3/4); upstream g = (1, 0).
+    # ∂L/∂z_j = p_j (g_j - p·g) = (1/4 · 3/4, 3/4 · (-1/4)) = (3/16, -3/16); ∂L/∂s = ∂L/∂z / √4;
+    # ∂L/∂q = Σ_j ∂L/∂s_j k_j = -3/32 · 2 ln3 e1; ∂L/∂k_j = ∂L/∂s_j q.
+    q = torch.tensor([[1.0, 0, 0, 0]], dtype=torch.float64)
+    k = torch.tensor([[[0.0, 0, 0, 0], [2 * math.log(3), 0, 0, 0]]], dtype=torch.float64)
+    g = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    grads = attention_gradients(q, k, g, scaled=True)
+    t = torch.tensor
+    torch.testing.assert_close(grads.weights, t([[0.25, 0.75]], dtype=torch.float64))
+    torch.testing.assert_close(grads.softmax_input, t([[3 / 16, -3 / 16]], dtype=torch.float64))
+    torch.testing.assert_close(grads.scores, t([[3 / 32, -3 / 32]], dtype=torch.float64))
+    torch.testing.assert_close(grads.query, t([[-3 / 16 * math.log(3), 0, 0, 0]], dtype=torch.float64))
+    torch.testing.assert_close(grads.keys, t([[[3 / 32, 0, 0, 0], [-3 / 32, 0, 0, 0]]], dtype=torch.float64))
+
+
+def test_gradient_at_the_softmax_input_is_p_times_centred_upstream():
+    grads = score_gradients(16, n_samples=300, scaled=True, seed=5)
+    g = torch.randn(300, 8, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    p = grads.weights
+    torch.testing.assert_close(grads.softmax_input, p * (g - (p * g).sum(-1, keepdim=True)), **tol(torch.float64))
+    # shift invariance: adding c to every score changes nothing, so the gradient sums to 0 over keys
+    torch.testing.assert_close(grads.softmax_input.sum(-1), torch.zeros(300, dtype=torch.float64),
+                               **tol(torch.float64))
+
+
+def test_unscaled_query_gradient_does_not_vanish_while_the_input_gradient_does():
+    q_grad = [query_gradient_norm(d, n_samples=1_000) for d in (1, 64)]
+    z_grad = [softmax_gradient_norm(d, n_samples=1_000) for d in (1, 64)]
+    assert q_grad[1] > 3 * q_grad[0]  # grows with Dk (the keys it is built from have norm ≈ √Dk)
+    assert z_grad[1] < z_grad[0] / 2
+    scaled = [query_gradient_norm(d, n_samples=1_000, scaled=True) for d in (1, 64, 512)]
+    assert max(scaled) / min(scaled) < 1.6
+
+
+def test_saturation_starves_every_key_but_the_top_ones():
+    unscaled, scaled = score_gradients(512), score_gradients(512, scaled=True)
+    starved = by_weight_rank(unscaled.keys.norm(dim=-1), unscaled.weights)
+    spread = by_weight_rank(scaled.keys.norm(dim=-1), scaled.weights)
+    assert (starved[2:] < starved[0] / 10).all()  # keys ranked 3rd and below get < 1/10 of the winner's
+    assert (spread[2:] > spread[0] / 20).all()
+    assert torch.all(starved[:-1] >= starved[1:]) and torch.all(spread[:-1] >= spread[1:])
+
+
+def test_by_weight_rank_sorts_each_row_by_its_weights():
+    values = torch.tensor([[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]])
+    weights = torch.tensor([[0.2, 0.5, 0.3], [0.7, 0.1, 0.2]])
+    # row 0 by weight: keys 1, 2, 0 -> |-2|, 3, 1; row 1: keys 0, 2, 1 -> 4, |-6|, 5
+    torch.testing.assert_close(by_weight_rank(values, weights), torch.tensor([3.0, 4.5, 3.0]))
+    with pytest.raises(ValueError, match="same shape"):
+        by_weight_rank(values, weights[:, :2])
+
+
+def test_attention_gradients_reject_mismatched_shapes():
+    with pytest.raises(ValueError, match=r"expected query \(N, Dk\), keys"):
+        attention_gradients(randn(2, 4), randn(2, 3, 5), randn(2, 3))
+    with pytest.raises(ValueError, match="dims"):
+        attention_gradients(randn(4), randn(2, 3, 4), randn(2, 3))
+    with pytest.raises(TypeError, match="bool"):
+        score_gradients(4, scaled=1)
+
+
+@pytest.mark.parametrize("d_k", [4, 64])
+def test_self_attention_scores_independent_projections_have_variance_dk(d_k):
+    scores = self_attention_scores(d_k, n_samples=2_000)
+    assert scores.shape == (2_000, 8, 8)
+    assert abs(scores.var().item() / d_k - 1) < 0.1
+    assert abs(scores.mean().item()) < 0.1 * math.sqrt(d_k)
+
+
+def test_tied_projections_put_mean_dk_on_the_diagonal():
+    d_k = 64
+    scores = self_attention_scores(d_k, n_samples=2_000, correlation=1.0)
+    diagonal = scores.diagonal(dim1=-2, dim2=-1)  # q_i · k_i = |x_i W_Q|² when W_K = W_Q
+    assert (diagonal > 0).all()
+    assert abs(diagonal.mean().item() / d_k - 1) < 0.05
+    with pytest.raises(ValueError, match="correlation"):
+        self_attention_scores(4, correlation=1.5)
