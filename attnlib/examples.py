@@ -80,7 +80,7 @@ def position_features(length: int) -> np.ndarray:
 
 
 def position_shift(steps: int) -> np.ndarray:
-    """The 2×2 matrix R with (sin ωi, cos ωi) @ R = (sin ω(i+steps), cos ω(i+steps)).
+    """The (2, 2) matrix R that moves a position pair by ``steps``: P[i, -2:] @ R = P[i + steps, -2:] for P (L, D).
 
     Put ``strength * position_shift(+1)`` in W_Q's position block (W_K's is the identity) and every
     query gains ``strength · cos ω(j − i − 1)`` on key j: a pull to the next token; ``-1`` pulls to
