@@ -222,3 +222,22 @@ def test_dropout_reference_matches_torch_in_distribution():
 def test_bad_dropout_p_is_a_clear_error(qkv64, p, error, need_weights):
     with pytest.raises(error, match="dropout_p"):
         scaled_dot_product_attention(*qkv64, dropout_p=p, need_weights=need_weights)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.25, 1.0])
+def test_numpy_twin_drops_the_same_way(p):
+    import numpy as np  # noqa: PLC0415
+
+    from attnlib import numpy_ops  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 40, 4)), rng.normal(size=(3, 50, 4)), rng.normal(size=(3, 50, 2))
+    _, plain = numpy_ops.scaled_dot_product_attention(q, k, v)
+    np.random.seed(0)
+    out, used = numpy_ops.scaled_dot_product_attention(q, k, v, dropout_p=p)
+    kept = used != 0
+    np.testing.assert_allclose(used[kept], plain[kept] / (1 - p))
+    assert abs((1 - kept.mean()) - p) < 0.02
+    np.testing.assert_allclose(out, used @ v)
+    with pytest.raises(ValueError, match="dropout_p"):
+        numpy_ops.scaled_dot_product_attention(q, k, v, dropout_p=-1.0)
