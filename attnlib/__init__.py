@@ -10,6 +10,8 @@ module                    what it computes
 ``attnlib.scaling``       the 1/√Dk scaling and the measurements that justify it
 ``attnlib.softmax``       stable softmax, temperature, causal and padding masks
 ``attnlib.attention``     weighted sums and scaled dot-product attention
+``attnlib.positions``     position codes: sinusoidal and learned (BERT)
+``attnlib.alternatives``  additive and bilinear scores, Nadaraya–Watson regression
 ``attnlib.multihead``     splitting into heads and ``MultiHeadAttention``
 ``attnlib.numpy_ops``     the NumPy mirror of the early steps (same names)
 ``attnlib.flash``         memory-efficient attention: tiles and the online softmax

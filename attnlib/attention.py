@@ -8,6 +8,7 @@ path composes attnlib's own steps; ``need_weights=False`` takes the fast path, t
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import torch
 import torch.nn.functional as F
@@ -39,13 +40,30 @@ def weighted_sum(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return weights @ value  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
 
 
-def _reference(query, key, value, attn_mask, is_causal, scale):
+def check_dropout_p(dropout_p) -> None:
+    """Raise TypeError/ValueError unless ``dropout_p`` is a real number in [0, 1]."""
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, Real):
+        raise TypeError(f"expected dropout_p to be a number in [0, 1], got {type(dropout_p).__name__}")
+    if not 0.0 <= dropout_p <= 1.0:  # also refuses NaN
+        raise ValueError(f"expected dropout_p in [0, 1], got {dropout_p}")
+
+
+def attention_dropout(weights: torch.Tensor, dropout_p: float) -> torch.Tensor:
+    """Weights (..., Lq, Lk): zero each with probability p, scale the kept ones by 1/(1 − p); p = 0 returns them."""
+    check_dropout_p(dropout_p)
+    if dropout_p == 0:
+        return weights
+    return F.dropout(weights, p=dropout_p, training=True)  # (..., Lq, Lk), same shape
+
+
+def _reference(query, key, value, attn_mask, is_causal, scale, dropout_p=0.0):
     dtype = query.dtype
     if dtype in _HALF:  # scores of half-precision inputs overflow easily: accumulate in float32
         query, key, value = query.float(), key.float(), value.float()
     # Scale the (Lq, Dk) queries rather than the (Lq, Lk) scores: the same numbers, one L x L pass fewer.
     scores = dot_product_scores(query * scale, key)  # (..., Lq, Lk)
     weights = softmax(apply_mask(scores, attn_mask, is_causal), dim=-1)  # (..., Lq, Lk)
+    weights = attention_dropout(weights, dropout_p)  # the weights actually used (and returned)
     return weighted_sum(weights, value).to(dtype), weights.to(dtype)
 
 
@@ -58,14 +76,14 @@ def _broadcast_batch(query, key, value, attn_mask):
     return tuple(t.expand(*batch, *t.shape[-2:]) for t in (query, key, value))
 
 
-def _fast(query, key, value, attn_mask, is_causal, scale):
+def _fast(query, key, value, attn_mask, is_causal, scale, dropout_p=0.0):
     query, key, value = _broadcast_batch(query, key, value, attn_mask)
     if attn_mask is not None and attn_mask.ndim < 2:  # torch's kernel wants at least (Lq, Lk)
         attn_mask = attn_mask.reshape((1,) * (2 - attn_mask.ndim) + tuple(attn_mask.shape))
     if attn_mask is not None and attn_mask.dtype != torch.bool:
         attn_mask = attn_mask.to(query.dtype)  # torch's kernel wants a bool mask or the query's dtype
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask,
-                                            is_causal=is_causal, scale=scale)
+                                            dropout_p=dropout_p, is_causal=is_causal, scale=scale)
     if attn_mask is None:
         return output
     # Keep attnlib's promise for queries whose keys are all masked: a zero output, never NaN.
@@ -75,18 +93,20 @@ def _fast(query, key, value, attn_mask, is_causal, scale):
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                  attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-                                 scale: float | None = None, need_weights: bool = True):
+                                 scale: float | None = None, dropout_p: float = 0.0, need_weights: bool = True):
     """``softmax(Q Kᵀ · scale + mask) V``; returns ``(output (..., Lq, Dv), weights (..., Lq, Lk))``.
 
     query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); ``scale=None`` means 1/√Dk.
     ``attn_mask``: bool (True = may attend) or float (added), broadcastable to (..., Lq, Lk).
     ``is_causal=True`` masks keys after each query (top-left aligned). Fully masked queries get
-    zero weights and a zero output. ``need_weights=False`` returns ``(output, None)`` from torch's
-    fused kernel.
+    zero weights and a zero output. ``dropout_p > 0`` zeroes each weight with probability p and scales
+    the kept ones by 1/(1 − p) (as torch; use it only in training); the returned weights are the ones
+    used. ``need_weights=False`` returns ``(output, None)`` from torch's fused kernel.
     """
     check_attention_args(query, key, value, attn_mask, is_causal, scale)
+    check_dropout_p(dropout_p)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     if not need_weights:
-        return _fast(query, key, value, attn_mask, is_causal, scale), None
-    return _reference(query, key, value, attn_mask, is_causal, scale)
+        return _fast(query, key, value, attn_mask, is_causal, scale, dropout_p), None
+    return _reference(query, key, value, attn_mask, is_causal, scale, dropout_p)
 

@@ -23,6 +23,7 @@ from attnlib._checks import (
     require_positive_int,
     require_rank,
 )
+from attnlib.attention import check_dropout_p
 
 
 def _arrays(**named) -> None:
@@ -143,23 +144,34 @@ def weighted_sum(weights: np.ndarray, value: np.ndarray) -> np.ndarray:
     return weights @ value  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
 
 
+def _dropout(weights: np.ndarray, p: float) -> np.ndarray:
+    """Weights (..., Lq, Lk) with each zeroed with probability p (NumPy's global random state), the rest / (1 − p)."""
+    if p == 0:
+        return weights
+    if p == 1:
+        return np.zeros_like(weights)
+    keep = np.random.random_sample(weights.shape) >= p  # (..., Lq, Lk)
+    return np.where(keep, weights, 0.0) / (1.0 - p)
+
+
 def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
                                  attn_mask: np.ndarray | None = None, is_causal: bool = False,
-                                 scale: float | None = None, need_weights: bool = True):
+                                 scale: float | None = None, dropout_p: float = 0.0, need_weights: bool = True):
     """``softmax(Q Kᵀ · scale + mask) V``; returns ``(output (..., Lq, Dv), weights (..., Lq, Lk))``.
 
-    Same rules as the torch version; float16 is computed in float32. ``need_weights=False``
-    returns ``(output, None)``.
+    Same rules as the torch version; float16 is computed in float32. ``dropout_p`` drops weights
+    (NumPy's global random state) and returns the ones used. ``need_weights=False`` returns ``(output, None)``.
     """
     _arrays(query=query, key=key, value=value)
     check_qkv(query, key, value)
+    check_dropout_p(dropout_p)
     require_positive("scale", scale, allow_none=True)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     dtype = query.dtype
     if dtype == np.float16:  # as in torch: accumulate half-precision scores in float32
         query, key, value = (t.astype(np.float32) for t in (query, key, value))
     scores = dot_product_scores(query, key) * scale  # (..., Lq, Lk)
-    weights = softmax(apply_mask(scores, attn_mask, is_causal), dim=-1)
+    weights = _dropout(softmax(apply_mask(scores, attn_mask, is_causal), dim=-1), dropout_p)
     output = weighted_sum(weights, value).astype(dtype)  # (..., Lq, Dv)
     return output, (weights.astype(dtype) if need_weights else None)
 

@@ -164,3 +164,80 @@ def test_gradients_match_torch(qkv64):
     F.scaled_dot_product_attention(*theirs_leaves, is_causal=True).sum().backward()
     for mine, theirs in zip(ours_grads, [t.grad for t in theirs_leaves], strict=True):
         torch.testing.assert_close(mine, theirs, **tol(torch.float64))
+
+
+# --- dropout_p: torch's semantics ---------------------------------------------------------------
+
+def test_dropout_zero_changes_nothing(qkv64):
+    query, key, value = qkv64
+    plain = scaled_dot_product_attention(query, key, value)
+    torch.manual_seed(0)
+    for got, expected in zip(scaled_dot_product_attention(query, key, value, dropout_p=0.0), plain, strict=True):
+        assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+def test_dropout_scales_kept_weights_and_output_uses_them(p):
+    query, key, value = (randn(4, 64, 8, seed=1), randn(4, 64, 8, seed=2), randn(4, 64, 5, seed=3))
+    _, plain = scaled_dot_product_attention(query, key, value)
+    torch.manual_seed(3)
+    out, used = scaled_dot_product_attention(query, key, value, dropout_p=p)
+    kept = used != 0
+    torch.testing.assert_close(used[kept], plain[kept] / (1 - p))  # kept ones scaled by 1/(1-p)
+    dropped = 1 - kept.double().mean().item()
+    assert abs(dropped - p) < 4 * (p * (1 - p) / kept.numel()) ** 0.5 + 1e-3  # about a fraction p are zero
+    torch.testing.assert_close(out, used @ value)  # the output is the weighted sum with the weights used
+    # each row still sums to 1 on average (the point of the 1/(1-p) rescaling)
+    assert abs(used.sum(-1).mean().item() - 1) < 0.05
+
+
+def test_dropout_one_drops_everything(qkv64):
+    query, key, value = qkv64
+    out, used = scaled_dot_product_attention(query, key, value, dropout_p=1.0)
+    assert torch.count_nonzero(used) == 0 and torch.count_nonzero(out) == 0
+
+
+def test_dropout_fast_path_passes_p_to_torch():
+    query, key, value = (randn(2, 16, 8, seed=4), randn(2, 16, 8, seed=5), randn(2, 16, 3, seed=6))
+    torch.manual_seed(7)
+    ours, none = scaled_dot_product_attention(query, key, value, dropout_p=0.3, need_weights=False)
+    torch.manual_seed(7)
+    theirs = F.scaled_dot_product_attention(query, key, value, dropout_p=0.3)
+    assert none is None
+    torch.testing.assert_close(ours, theirs)
+    assert not torch.allclose(ours, F.scaled_dot_product_attention(query, key, value))
+
+
+def test_dropout_reference_matches_torch_in_distribution():
+    """Same p, many seeds: our dropped output and torch's have the same mean (the undropped output)."""
+    query, key, value = (randn(1, 8, 4, seed=8), randn(1, 8, 4, seed=9), randn(1, 8, 2, seed=10))
+    plain, _ = scaled_dot_product_attention(query, key, value)
+    ours = torch.stack([scaled_dot_product_attention(query, key, value, dropout_p=0.4)[0] for _ in range(2000)])
+    torch.testing.assert_close(ours.mean(0), plain, atol=0.08, rtol=0)
+
+
+@pytest.mark.parametrize("p, error", [(-0.1, ValueError), (1.5, ValueError), (float("nan"), ValueError),
+                                      ("0.1", TypeError), (None, TypeError), (True, TypeError)])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_bad_dropout_p_is_a_clear_error(qkv64, p, error, need_weights):
+    with pytest.raises(error, match="dropout_p"):
+        scaled_dot_product_attention(*qkv64, dropout_p=p, need_weights=need_weights)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.25, 1.0])
+def test_numpy_twin_drops_the_same_way(p):
+    import numpy as np  # noqa: PLC0415
+
+    from attnlib import numpy_ops  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 40, 4)), rng.normal(size=(3, 50, 4)), rng.normal(size=(3, 50, 2))
+    _, plain = numpy_ops.scaled_dot_product_attention(q, k, v)
+    np.random.seed(0)
+    out, used = numpy_ops.scaled_dot_product_attention(q, k, v, dropout_p=p)
+    kept = used != 0
+    np.testing.assert_allclose(used[kept], plain[kept] / (1 - p))
+    assert abs((1 - kept.mean()) - p) < 0.02
+    np.testing.assert_allclose(out, used @ v)
+    with pytest.raises(ValueError, match="dropout_p"):
+        numpy_ops.scaled_dot_product_attention(q, k, v, dropout_p=-1.0)

@@ -1,0 +1,34 @@
+"""Exercise answers for the course tests (issue 14): a plausible wrong one, a rule-breaking shortcut, a correct one."""
+
+ANSWERS = {
+    "ex1": {
+        "wrong": '''def logsumexp(x):
+    """The textbook formula: overflows for large scores."""
+    return np.log(np.exp(x).sum(axis=-1))
+''',
+        "shortcut": None,
+        "alternative": '''def logsumexp(x):
+    """Shift by the row maximum, with -inf rows handled by masking instead of np.where."""
+    top = np.max(x, axis=-1)
+    safe = np.nan_to_num(top, neginf=0.0)
+    with np.errstate(divide="ignore"):
+        return safe + np.log(np.sum(np.exp(x - safe[..., None]), axis=-1))
+''',
+    },
+    "ex2": {
+        "wrong": '''def sliding_window_mask(length, window):
+    """Off by one: lets each query see `window` earlier tokens plus itself."""
+    offset = np.arange(length)[:, None] - np.arange(length)[None, :]
+    return (offset >= 0) & (offset <= window)
+''',
+        "shortcut": None,
+        "alternative": '''def sliding_window_mask(length, window):
+    """Two loops, one entry at a time."""
+    mask = np.zeros((length, length), dtype=bool)
+    for i in range(length):
+        for j in range(max(0, i - window + 1), i + 1):
+            mask[i, j] = True
+    return mask
+''',
+    },
+}
