@@ -49,8 +49,10 @@ lint: $(STAMP)
 
 # Everything: lint, the book build (the browser tests read it), attnlib's tests, every chapter under
 # strict nbval (each executed once), the site in a browser and the course; a timing summary at the end.
-test: $(STAMP) lint book | test-packages
-	$(BIN)/pytest tests book $(NBVAL)
+# tools/testrun.py runs the build beside the tests that do not need the site, then the browser and
+# course tests, with pytest-xdist on every core (TEST_WORKERS=N to choose); ARGS="-k ..." go to pytest.
+test: $(STAMP) | test-packages
+	$(PY) tools/testrun.py $(ARGS)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests -m "not browser"

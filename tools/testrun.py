@@ -1,0 +1,139 @@
+"""``make test``: lint, the site build and every test, on every core, with a timing summary at the end.
+
+1. ``ruff check .``
+2. At once: the book build (``jupyter-book build -W``; it executes nothing, the site shows the committed
+   outputs) and pytest over attnlib's tests and the chapters (``--parts unit,notebooks``): every chapter
+   under strict nbval, each executed once, and the chapters' float32 runs, spread over the cores by
+   pytest-xdist (tests/groups.py says how). Each chapter's nbval run leaves a record (book/conftest.py).
+3. Once the site is built: the browser tests (the site in headless Chromium, served once; BertViz views;
+   JupyterLab) and the course tests (``--parts browser,course``), which can read those records through
+   the ``nbval_record`` fixture (tests/conftest.py) instead of executing a chapter again.
+
+Each stage's wall time and CPU time (user + sys of all its processes) are printed at the end, with the
+parts of the test run (unit, notebooks, browser, course; see tests/groups.py). Usage:
+``python tools/testrun.py [--workers N] [pytest arguments...]`` (extra arguments go to both pytest runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+LOGS = REPO / "_build" / "test-times"
+NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
+PARTS = ("unit", "notebooks", "browser", "course")
+
+
+@dataclass
+class Stage:
+    """One command run as a child process: its exit status, wall time and CPU time."""
+
+    name: str
+    command: list[str]
+    log: Path | None = None  # stdout/stderr go here instead of the terminal
+    env: dict = field(default_factory=dict)
+    returncode: int | None = None
+    wall: float = 0.0
+    cpu: float = 0.0
+
+    def start(self) -> threading.Thread:
+        out = self.log.open("w") if self.log else None
+        began = time.monotonic()
+        process = subprocess.Popen(self.command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT if out else None,
+                                   env={**os.environ, **self.env})
+
+        def wait():
+            _, status, usage = os.wait4(process.pid, 0)  # the usage of the child and its waited-for descendants
+            self.wall, self.cpu = time.monotonic() - began, usage.ru_utime + usage.ru_stime
+            self.returncode = os.waitstatus_to_exitcode(status)
+            process.returncode = self.returncode
+            if out:
+                out.close()
+
+        thread = threading.Thread(target=wait, daemon=True)
+        thread.start()
+        return thread
+
+    def run(self) -> Stage:
+        self.start().join()
+        return self
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def pytest_stage(name: str, workers: int, parts: str, paths: list[str], extra: list[str], run: str) -> Stage:
+    times = LOGS / f"{name}.json"
+    times.unlink(missing_ok=True)
+    command = [str(BIN / "pytest"), *paths, "--parts", parts, "-n", str(workers), "--dist", "loadscope",
+               "--no-loadscope-reorder", *extra]
+    return Stage(name, command, env={"ATTNLIB_TEST_TIMES": str(times), "ATTNLIB_TEST_RUN": run})
+
+
+def parts(stages: list[Stage]) -> dict[str, tuple[float, float]]:
+    """Per part: (wall span summed over the pytest stages, summed test time)."""
+    found: dict[str, list[float]] = {}
+    for stage in stages:
+        path = LOGS / f"{stage.name}.json"
+        if not path.is_file():
+            continue
+        for part, entry in json.loads(path.read_text(encoding="utf-8")).items():
+            span, seconds = found.setdefault(part, [0.0, 0.0])
+            found[part] = [span + entry["stop"] - entry["start"], seconds + entry["seconds"]]
+    return {part: (span, seconds) for part, (span, seconds) in found.items()}
+
+
+def summary(total: float, lint: Stage, build: Stage, tests: list[Stage], workers: int) -> str:
+    rows = [f"make test: {total:.0f} s wall in all ({workers} pytest workers; CPU = user + sys of every process)"]
+    for stage, what in [(lint, "lint"), (build, "build (beside the tests)"), *((s, s.name) for s in tests)]:
+        state = "" if stage.ok else f"  FAILED (exit {stage.returncode})"
+        rows.append(f"  {what:26s} {stage.wall:7.1f} s wall {stage.cpu:8.1f} s CPU{state}")
+    rows.append("  parts of the test runs:    wall span   summed test time")
+    for part, (span, seconds) in sorted(parts(tests).items(), key=lambda p: PARTS.index(p[0])
+                                        if p[0] in PARTS else 99):
+        rows.append(f"    {part:24s} {span:7.1f} s      {seconds:7.1f} s")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", os.cpu_count() or 1)),
+                        help="pytest-xdist workers (default: TEST_WORKERS or the number of cores)")
+    args, extra = parser.parse_known_args(argv)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+
+    lint = Stage("lint", [str(BIN / "ruff"), "check", "."]).run()
+    build = Stage("build", [str(BIN / "jupyter-book"), "build", ".", "--warningiserror", "--keep-going"],
+                  log=LOGS / "build.log")
+    if not lint.ok:
+        print("ruff found problems (above): fix them first", file=sys.stderr)
+        return 1
+    run = f"{os.getpid()}-{time.time():.0f}"  # names this run in the chapters' nbval records (book/conftest.py)
+    first = pytest_stage("unit + notebooks", args.workers, "unit,notebooks", ["tests", "book", *NBVAL], extra, run)
+    waiting = build.start()
+    first.run()
+    waiting.join()
+    stages = [first]
+    if build.ok:
+        print(f"The book built in {build.wall:.0f} s (log: {build.log.relative_to(REPO)})", flush=True)
+        stages.append(pytest_stage("browser + course", args.workers, "browser,course", ["tests"], extra, run).run())
+    else:
+        tail = build.log.read_text(encoding="utf-8", errors="replace").splitlines()[-60:]
+        print("\n".join(["The book build failed; the last lines of its log:", *tail]), file=sys.stderr)
+    print(summary(time.monotonic() - began, lint, build, stages, args.workers), flush=True)
+    return 0 if all(s.ok for s in [lint, build, *stages]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
