@@ -50,6 +50,19 @@ def regions(source: str, begin: str, end: str) -> list[str]:
     return lines
 
 
+def visible_source(source: str) -> str:
+    """A test cell's source as the student release has it: hidden-test regions gone, markers included."""
+    kept, hidden = [], False
+    for line in source.splitlines():
+        if line.strip() == BEGIN_HIDDEN:
+            hidden = True
+        elif line.strip() == END_HIDDEN:
+            hidden = False
+        elif not hidden:
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def solution_lines(cell) -> list[str]:
     """What nbgrader withholds from students in this cell: solution regions, whole answer cells."""
     meta = nbgrader(cell)
