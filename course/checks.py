@@ -46,7 +46,7 @@ def cell_problems(cell, stem: str) -> list[str]:
         problems.append(f"{gid}: a graded cell needs points > 0")
     if cell["cell_type"] == "code" and "hide-input" not in cell.get("metadata", {}).get("tags", []):
         problems.append(f"{gid}: expected tag hide-input")
-    if role == "solution" and BEGIN_SOLUTION not in cell["source"]:
+    if role in ("solution", "code") and BEGIN_SOLUTION not in cell["source"]:
         problems.append(f"{gid}: the answer cell has no {BEGIN_SOLUTION} region")
     return problems
 

@@ -214,11 +214,11 @@ class Graded:
 
 
 def _grader_notes(root: Path, student: str, assignment: str) -> None:
-    """After each written answer of the autograded notebook, a grader-only cell: model answer and rubric."""
+    """After each answer graded by hand in the autograded notebook, a grader-only cell: model answer and rubric."""
     path = Path(root) / "autograded" / student / assignment / f"{assignment}.ipynb"
     source = nbformat.read(Path(root) / "source" / assignment / f"{assignment}.ipynb", as_version=4)
     answers = {nbgrader(c).get("grade_id"): c.source for c in source.cells
-               if c.cell_type == "markdown" and nbgrader(c).get("solution")}
+               if nbgrader(c).get("grade") and nbgrader(c).get("solution")}  # graded by hand
     nb = nbformat.read(path, as_version=4)
     cells = []
     for cell in nb.cells:
@@ -226,10 +226,11 @@ def _grader_notes(root: Path, student: str, assignment: str) -> None:
             continue
         cells.append(cell)
         gid = nbgrader(cell).get("grade_id")
-        if cell.cell_type == "markdown" and gid in answers:
+        if gid in answers:
+            model = answers[gid] if cell.cell_type == "markdown" else f"```python\n{answers[gid]}\n```"
             note = nbformat.v4.new_markdown_cell(
                 f"**For the grader only ({gid}): model answer and rubric.** Feedback leaves this cell out.\n\n"
-                + answers[gid], metadata={"tags": [GRADER_NOTES_TAG]})
+                + model, metadata={"tags": [GRADER_NOTES_TAG]})
             cells.append(note)
     nb.cells = cells
     nbformat.write(nb, path)

@@ -266,10 +266,15 @@ def _text(cell) -> str:
                    "\n".join(out.get("traceback", [])) for out in cell.outputs)
 
 
-def _graded(client, source: str, test_cell, index: int) -> tuple[float, float, str]:
+def _run(client, cell):
+    """Execute one more cell in the client's kernel (appended to its notebook, as nbclient requires)."""
+    client.nb.cells.append(cell)
+    return client.execute_cell(cell, len(client.nb.cells) - 1)
+
+
+def _graded(client, source: str, test_cell) -> tuple[float, float, str]:
     """Run ``source`` as the exercise's test cell; nbgrader's score, the maximum, and what it printed."""
-    cell = nbformat.v4.new_code_cell(source, metadata={"nbgrader": dict(test_cell.metadata.nbgrader)})
-    client.execute_cell(cell, index)
+    cell = _run(client, nbformat.v4.new_code_cell(source, metadata={"nbgrader": dict(test_cell.metadata.nbgrader)}))
     score, most = determine_grade(cell)
     return score, most, _text(cell)
 
@@ -281,7 +286,7 @@ def grade_variants(path: Path, answers: dict) -> dict:
     client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(BOOK)}})
     results = {}
     with client.setup_kernel():
-        for index, cell in enumerate(nb.cells):
+        for index, cell in enumerate(list(nb.cells)):
             if cell.cell_type == "code":
                 client.execute_cell(cell, index)
         client.allow_errors = True  # from here on, an error is a result to score
@@ -292,12 +297,11 @@ def grade_variants(path: Path, answers: dict) -> dict:
             for variant, source in [*variants.items(), ("reference", reference)]:
                 if source is None:
                     continue
-                answer = nbformat.v4.new_code_cell(source)
-                client.execute_cell(answer, len(nb.cells))
+                answer = _run(client, nbformat.v4.new_code_cell(source))
                 assert not any(o.output_type == "error" for o in answer.outputs), (
                     f"{exercise} {variant}: the answer cell itself fails:\n{_text(answer)}")
                 for which, test in (("visible", visible_source(tests.source)), ("full", tests.source)):
-                    results[(exercise, variant, which)] = _graded(client, test, tests, len(nb.cells))
+                    results[(exercise, variant, which)] = _graded(client, test, tests)
     return results
 
 
