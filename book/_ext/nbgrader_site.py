@@ -130,7 +130,7 @@ def student_launch_buttons(app: Sphinx, pagename: str, templatename: str, contex
         return
     for group in context.get("header_buttons", []):
         for button in group.get("buttons", []) if isinstance(group, dict) else []:
-            if "url" in button:
+            if button.get("url", "").startswith("http"):  # Colab, Binder, JupyterHub; not the download
                 button["url"] = button["url"].replace(f"{pagename}.ipynb", f"course/release/{stem}.ipynb")
 
 
