@@ -144,9 +144,16 @@ def student_downloads(app: Sphinx, exception) -> None:
             shutil.copyfile(release, source)
 
 
+def _record_edition(app: Sphinx, config) -> None:
+    """``config-inited``: the edition as an ``env`` config value, so switching it re-reads every page."""
+    config.nbgrader_site_edition = edition()
+
+
 def setup(app: Sphinx) -> dict:
     """Register the edition's rewrites."""
     edition()  # fail early on an unknown edition
+    app.add_config_value("nbgrader_site_edition", "student", "env")
+    app.connect("config-inited", _record_edition)
     app.connect("source-read", hide_written_answers)
     app.connect("doctree-read", rewrite_exercise_cells)
     app.connect("html-page-context", student_launch_buttons, priority=600)
