@@ -1,8 +1,9 @@
 """Scores from nbgrader's gradebook: a grade sheet for the LMS and a per-exercise table.
 
 * ``grades.csv``: one row per student, one column per assignment plus ``total``; work not handed in
-  counts 0 (as nbgrader's own ``nbgrader export`` records it). Columns in assignment order, students
-  sorted: ready for an LMS import. Written answers not yet graded by hand count 0 until they are.
+  counts 0 (as nbgrader's own ``nbgrader export`` records it). Columns in assignment order (every
+  assignment at least one student handed in), students sorted: ready for an LMS import. Written
+  answers not yet graded by hand count 0 until they are.
 * ``exercises.csv``: one row per student, assignment and exercise (``score`` empty while a written
   answer waits for a human grader), for the instructor.
 """
@@ -32,7 +33,8 @@ def _ex_key(name: str) -> tuple:
 def sheet(root: Path) -> tuple[list[str], list[dict], dict]:
     """``(columns, rows, maximum)``: ``student``, each assignment, ``total``; missing work is 0."""
     with gradebook(root) as gb:
-        names = [a.name for a in sorted(gb.assignments, key=lambda a: a.name)]
+        # assignments someone handed in: a chapter released but not yet assigned gets no column of zeros
+        names = [a.name for a in sorted(gb.assignments, key=lambda a: a.name) if a.submissions]
         rows = []
         for student in sorted(s.id for s in gb.students):
             row = {"student": student}
@@ -43,7 +45,7 @@ def sheet(root: Path) -> tuple[list[str], list[dict], dict]:
                     row[name] = 0.0
             row["total"] = sum(row[name] for name in names)
             rows.append(row)
-        maximum = {"student": "(max)", **{a.name: a.max_score for a in gb.assignments}}
+        maximum = {"student": "(max)", **{a.name: a.max_score for a in gb.assignments if a.name in names}}
     maximum["total"] = sum(maximum[name] for name in names)
     return ["student", *names, "total"], rows, maximum
 

@@ -437,12 +437,14 @@ def test_scripted_term(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "ada/02_tripling" in printed.split("unchanged")[0] and "ada/01_doubling" in printed.split("unchanged")[1]
 
+    week3 = tiny_assignment(book, 3, "halving")  # released, not yet handed in by anyone: no column
     for command in (["student"], ["autograde", inbox], ["autograde"], ["feedback"], ["grades"]):
         assert course("--course", root, *command, book=book) == 0, command
     assert manual_state(root, week1, "ada") == (1, "Additivity, well said.")
     assert {k: v for k, v in autograded_mtimes(root).items() if k in after_week1} == after_week1
 
     grades = sheet(root)
+    assert released(root, week3).is_file()
     assert list(grades) == ["ada", "bob", "cyd"]
     assert grades["ada"] == {week1: "3", week2: "2", "total": "5"}  # 2 + manual 1; week 2 awaits its manual grade
     assert grades["bob"] == {week1: "0", week2: "0", "total": "0"}  # wrong answer; nothing handed in
