@@ -10,6 +10,7 @@ student release gets plain Markdown instead:
 * {cite}`ch7-dao2022flashattention` becomes ``(Dao et al., 2022)``, and the ``{bibliography}``
   directive a plain list of the entries the notebook cites (from ``book/references.bib``);
 * admonitions (```` ```{warning} ````, ``:::{note}``) become block quotes with their title in bold;
+* a glued number ({glue:text}`name:.2f`, myst-nb's ``glue``) becomes the value stored in the outputs;
 * the saved widget state (``metadata.widgets``) is dropped: the outputs it belonged to are gone.
 """
 
@@ -26,6 +27,7 @@ from pybtex.database import parse_file
 LABELLED = re.compile(r"(\$\$)(?P<body>.*?)\$\$[ \t]*\((?P<label>eq-[\w-]+)\)", re.S)
 EQ_REF = re.compile(r"\{eq\}`(?P<label>[^`]+)`")
 CITE = re.compile(r"\{cite(?::\w+)?\}`(?P<keys>[^`]+)`")
+GLUE = re.compile(r"\{glue(?::(?:text|md|any)?)?\}`(?P<name>[^`:]+)(?::(?P<spec>[^`]+))?`")
 KEY_PREFIX = re.compile(r"^ch\d+-")
 FENCE = re.compile(r"^(?P<fence>```+|:::+)\s*\{(?P<name>[\w-]+)\}[ \t]*(?P<arg>.*?)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
                    re.S | re.M)
@@ -112,8 +114,35 @@ def cited_keys(nb) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def plain_markdown(source: str, stem: str, numbers: dict, bib: Bibliography, bibliography_list: str) -> str:
+def glued_values(nb) -> dict[str, str]:
+    """``{name: text}`` of every value the notebook glued (myst-nb's ``glue``), from its stored outputs."""
+    values = {}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            data = output.get("data", {})
+            if name is not None:
+                values[name] = data.get("text/markdown") or data.get("text/plain", "")
+    return values
+
+
+def _glue(match: re.Match, values: dict[str, str]) -> str:
+    name, spec = match["name"].strip(), match["spec"]
+    if name not in values:
+        raise KeyError(f"expected a glued value {name!r} in the notebook's outputs, got none (execute it)")
+    text = values[name].strip().strip("'\"")
+    if spec:
+        try:
+            return format(float(text), spec)
+        except ValueError:
+            return text
+    return text
+
+
+def plain_markdown(source: str, stem: str, numbers: dict, bib: Bibliography, bibliography_list: str,
+                   glued: dict[str, str] | None = None) -> str:
     """One markdown cell's source with the book-only markup replaced (see the module docstring)."""
+    source = GLUE.sub(lambda m: _glue(m, glued or {}), source)
     source = LABELLED.sub(lambda m: f"$${m['body'].rstrip()} \\tag{{{numbers[m['label']][1]}}}\n$$", source)
     source = EQ_REF.sub(lambda m: _eq_ref(m["label"], stem, numbers), source)
     source = CITE.sub(lambda m: "(" + "; ".join(bib.cite(k) for k in m["keys"].split(",")) + ")", source)
@@ -124,8 +153,9 @@ def student_notebook(nb, stem: str, numbers: dict, bib: Bibliography):
     """A copy of chapter ``nb`` in plain Markdown, without widget state (nbgrader metadata untouched)."""
     nb = nbformat.from_dict(nb)
     references = "\n".join(f"- {bib.reference(key)}" for key in cited_keys(nb))
+    glued = glued_values(nb)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            cell.source = plain_markdown(cell.source, stem, numbers, bib, references)
+            cell.source = plain_markdown(cell.source, stem, numbers, bib, references, glued)
     nb.metadata.pop("widgets", None)
     return nb

@@ -54,6 +54,7 @@ from course.exercises import (  # noqa: E402
     visible_source,
 )
 from course.grades import gradebook  # noqa: E402
+from course.markup import Bibliography, equation_numbers, student_notebook  # noqa: E402
 from course.nbgrader_course import GRADER_NOTES_TAG, assignments, scan  # noqa: E402
 from course.publish import RELEASE_DIR  # noqa: E402
 
@@ -64,7 +65,7 @@ CHAPTERS = assignments(BOOK)
 STEMS = [p.stem for p in CHAPTERS]
 REPOSITORY_URL = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
 REPO = REPOSITORY_URL.removeprefix("https://github.com/")  # owner/name, as the launch buttons use it
-BOOK_ONLY_MARKUP = ("{eq}`", "{cite", "{bibliography}", "```{", ":::{", "{numref}`", "{ref}`", "{doc}`")
+BOOK_ONLY_MARKUP = ("{eq}`", "{cite", "{bibliography}", "```{", ":::{", "{numref}`", "{ref}`", "{doc}`", "{glue")
 
 
 def read(path: Path):
@@ -230,6 +231,28 @@ def test_release_is_plain_markdown_without_widget_state(release, path):
     if "{cite" in "\n".join(c.source for c in read(path).cells):
         assert re.search(r"\(\w[\w' -]*( et al\.| and \w+)?, \d{4}", markdown), "citations become (Author, year)"
         assert re.search(r"^- .+\(\d{4}\)\. ", markdown, re.M), "the bibliography becomes a plain list"
+
+
+def test_book_only_markup_becomes_plain_markdown(tmp_path):
+    bib = tmp_path / "references.bib"
+    bib.write_text("@article{doe2020x,\n  title = {On {X}},\n  author = {Doe, Jane and Ro, Al and Li, Bo},\n"
+                   "  journal = {J. Y},\n  year = {2020}\n}\n")
+    one = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("$$\na = b\n$$ (eq-one-a)")])
+    two = nbformat.v4.new_notebook(metadata={"widgets": {"state": {}}}, cells=[
+        nbformat.v4.new_code_cell("glue('r', 0.8213)", outputs=[nbformat.v4.new_output(
+            "display_data", data={"text/plain": "0.8213"}, metadata={"scrapbook": {"name": "r"}})]),
+        nbformat.v4.new_markdown_cell("$$\nc = d\n$$ (eq-two-c)\n\nBy {eq}`eq-two-c` and {eq}`eq-one-a`, "
+                                      "as {cite}`ch2-doe2020x` found, at {glue:text}`r:.2f`."),
+        nbformat.v4.new_markdown_cell("```{warning}\nMind the mask.\n```\n\n```{bibliography}\n"
+                                      ":filter: docname in docnames\n```")])
+    numbers = equation_numbers({"01_one": one, "02_two": two})
+    student = student_notebook(two, "02_two", numbers, Bibliography(bib))
+    text = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
+    assert "c = d \\tag{2.1}" in text
+    assert "By (2.1) and ([1.1](01_one.ipynb)), as (Doe et al., 2020) found, at 0.82." in text
+    assert "> **Warning**\n>\n> Mind the mask." in text
+    assert "- Doe, Jane; Ro, Al; Li, Bo (2020). On X. *J. Y*." in text
+    assert "widgets" not in student.metadata and "widgets" in two.metadata  # the chapter is left alone
 
 
 def test_no_solution_line_in_any_release(release):
