@@ -35,6 +35,7 @@ import nbformat
 import pytest
 import yaml
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 from nbgrader.utils import determine_grade
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -303,30 +304,63 @@ def _graded(client, source: str, test_cell) -> tuple[float, float, str]:
     return score, most, _text(cell)
 
 
-def grade_variants(path: Path, answers: dict) -> dict:
-    """Run the chapter once, then every variant: ``{(exercise, variant, visible|full): (score, max, printed)}``."""
+class NeedsChapter(Exception):
+    """The exercise cells used a name only the chapter defines: run the whole chapter first."""
+
+
+def exercise_section(nb):
+    """The chapter's setup cell and every cell from its ``## Exercises`` heading on."""
+    start = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+                  and re.search(r"^## Exercises", c.source, re.M)), 0)
+    setup = [c for c in nb.cells[:start] if "remove-cell" in c.metadata.get("tags", [])][:1]
+    return nbformat.v4.new_notebook(cells=setup + nb.cells[start:], metadata=nb.metadata)
+
+
+def _variant_runs(client, stem: str, answers: dict, cells: dict, alone: bool) -> dict:
+    """Each recorded answer and the reference, then the visible and the full test, in the client's kernel."""
+    results = {}
+    for exercise, variants in answers.items():
+        solution, tests = cells[f"{stem}-{exercise}-solution"], cells[f"{stem}-{exercise}-tests"]
+        reference = "\n".join(line for line in solution.source.splitlines()
+                              if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))
+        for variant, source in [*variants.items(), ("reference", reference)]:
+            if source is None:
+                continue
+            answer = _run(client, nbformat.v4.new_code_cell(source))
+            for which, test in (("visible", visible_source(tests.source)), ("full", tests.source)):
+                results[(exercise, variant, which)] = _graded(client, test, tests)
+            printed = _text(answer) + "".join(results[(exercise, variant, w)][2] for w in ("visible", "full"))
+            if alone and "NameError" in printed:
+                raise NeedsChapter(f"{exercise} {variant}")
+            assert not any(o.output_type == "error" for o in answer.outputs), (
+                f"{exercise} {variant}: the answer cell itself fails:\n{_text(answer)}")
+    return results
+
+
+def grade_variants(path: Path, answers: dict) -> tuple[dict, str]:
+    """Every variant's scores, ``{(exercise, variant, visible|full): (score, max, printed)}``, and how they ran.
+
+    First in a kernel that ran only the exercise section (the exercises stand alone, CONTRIBUTING.md);
+    if any run there meets a ``NameError`` (an answer or test needs a name the chapter defines, so the
+    result could differ from the real autograde), everything runs again after the whole chapter.
+    """
     nb = read(path)
     cells = {nbgrader(c).get("grade_id"): c for c in nb.cells}
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(BOOK)}})
-    results = {}
-    with client.setup_kernel():
-        for index, cell in enumerate(list(nb.cells)):
-            if cell.cell_type == "code":
-                client.execute_cell(cell, index)
-        client.allow_errors = True  # from here on, an error is a result to score
-        for exercise, variants in answers.items():
-            solution, tests = cells[f"{path.stem}-{exercise}-solution"], cells[f"{path.stem}-{exercise}-tests"]
-            reference = "\n".join(line for line in solution.source.splitlines()
-                                  if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))
-            for variant, source in [*variants.items(), ("reference", reference)]:
-                if source is None:
-                    continue
-                answer = _run(client, nbformat.v4.new_code_cell(source))
-                assert not any(o.output_type == "error" for o in answer.outputs), (
-                    f"{exercise} {variant}: the answer cell itself fails:\n{_text(answer)}")
-                for which, test in (("visible", visible_source(tests.source)), ("full", tests.source)):
-                    results[(exercise, variant, which)] = _graded(client, test, tests)
-    return results
+    for alone in (True, False):
+        run = exercise_section(nb) if alone else read(path)
+        client = NotebookClient(run, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(BOOK)}})
+        with client.setup_kernel():
+            try:
+                for index, cell in enumerate(list(run.cells)):
+                    if cell.cell_type == "code":
+                        client.execute_cell(cell, index)
+                client.allow_errors = True  # from here on, an error is a result to score
+                how = "exercises alone" if alone else "the whole chapter"
+                return _variant_runs(client, path.stem, answers, cells, alone), how
+            except (NeedsChapter, CellExecutionError):
+                if not alone:
+                    raise
+    raise AssertionError("unreachable")
 
 
 @pytest.mark.slow
@@ -339,7 +373,7 @@ def test_recorded_answers(path):
     for exercise, variants in answers.items():
         assert variants.get("wrong") and variants.get("alternative") and "shortcut" in variants, exercise
     started = time.perf_counter()
-    results = grade_variants(path, answers)
+    results, how = grade_variants(path, answers)
     problems = []
     for exercise in answers:
         def score(variant, which, ex=exercise):
@@ -358,8 +392,26 @@ def test_recorded_answers(path):
             problems.append(f"{exercise}: the recorded wrong answer gets full marks")
         if answers[exercise]["shortcut"] is not None and score("shortcut", "full")[0] >= most:
             problems.append(f"{exercise}: breaking the stated rule costs no points:\n{score('shortcut', 'full')[2]}")
-    print(f"{path.stem}: chapter and {len(results)} graded test runs in {time.perf_counter() - started:.1f} s")
+    print(f"{path.stem}: {how}, then {len(results)} graded test runs, in {time.perf_counter() - started:.1f} s")
     assert problems == []
+
+
+def test_variants_fall_back_to_the_whole_chapter_when_exercises_need_it(tmp_path):
+    """An exercise that uses a name the chapter defines is graded after the whole chapter, as nbgrader would."""
+    stem = tiny_assignment(tmp_path, 1, "scaled")
+    nb = read(tmp_path / f"{stem}.ipynb")
+    nb.cells.insert(0, nbformat.v4.new_code_cell("FACTOR = 2"))
+    nb.cells[0].metadata["tags"] = []
+    heading = nb.cells[1]
+    nb.cells[1:2] = [nbformat.v4.new_markdown_cell("# 1. scaled"), heading]
+    heading.source = heading.source.replace("# 1. scaled\n\n", "")
+    nb.cells[3].source = nb.cells[3].source.replace("return 2 * x", "return FACTOR * x")
+    nbformat.write(nb, tmp_path / f"{stem}.ipynb")
+    answers = {"ex1": {"wrong": "def double(x):\n    return FACTOR + x", "shortcut": None,
+                       "alternative": "def double(x):\n    return x * FACTOR"}}
+    results, how = grade_variants(tmp_path / f"{stem}.ipynb", answers)
+    assert how == "the whole chapter"
+    assert results[("ex1", "alternative", "full")][0] == 2 and results[("ex1", "wrong", "full")][0] == 0
 
 
 # --- a term of nbgrader on two tiny assignments -----------------------------------------------------
