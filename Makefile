@@ -18,8 +18,13 @@ export TOKENIZERS_PARALLELISM := false
 BOOK_PACKAGES := ensurepip=python3-venv npm=npm node=nodejs
 TEST_PACKAGES := $(BOOK_PACKAGES) chromium=chromium chromedriver=chromium-driver
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+# Which website `make book` builds: student (published: no solutions, no hidden tests) or instructor.
+EDITION ?= student
+export ATTNLIB_EDITION := $(EDITION)
+# The nbgrader course directory: kept for the whole term, never deleted by make (make student COURSE=...).
+COURSE ?= course-work
 
-.PHONY: setup book serve test lint unit notebooks lab student autograde bench clean
+.PHONY: setup book serve test lint unit notebooks lab student autograde feedback grades bench clean
 
 setup: $(STAMP)
 
@@ -29,10 +34,10 @@ book-packages:
 test-packages:
 	@PYTHON=$(PYTHON) tools/debian-packages $(TEST_PACKAGES)
 
-$(STAMP): requirements.txt pyproject.toml $(wildcard package-lock.json) | book-packages
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml $(wildcard package-lock.json) | book-packages
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
 	if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; fi
 	touch $(STAMP)
 
@@ -63,14 +68,21 @@ notebooks: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=book $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# Course material with nbgrader (course/, book/instructors.md): student versions of every chapter under
-# _build/course/release/, and autograding of a folder laid out as <student>/<assignment>/<notebook>.ipynb.
+# Course material with nbgrader (course/, book/instructors.md), in the course directory $(COURSE), which every
+# command updates and none deletes: student releases, autograding of new or changed submissions (a folder laid
+# out as <student>/<assignment>/<notebook>.ipynb, or the course's own submitted/), feedback, the grade sheet.
 student: $(STAMP)
-	$(PY) -m course student
+	$(PY) -m course --course "$(COURSE)" student
+	$(PY) -m course --course "$(COURSE)" publish
 
 autograde: $(STAMP)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make autograde SUBMISSIONS=<folder>  (laid out as <folder>/<student>/<assignment>/<notebook>.ipynb)"; exit 2; }
-	$(PY) -m course autograde "$(SUBMISSIONS)"
+	$(PY) -m course --course "$(COURSE)" autograde $(if $(SUBMISSIONS),"$(SUBMISSIONS)")
+
+feedback: $(STAMP)
+	$(PY) -m course --course "$(COURSE)" feedback
+
+grades: $(STAMP)
+	$(PY) -m course --course "$(COURSE)" grades
 
 # Time and peak memory of attnlib's attention paths vs torch SDPA (CPU, and CUDA when present).
 # Options: make bench BENCH_ARGS="--quick" or BENCH_ARGS="--lengths 512 1024 --batch 4 --heads 8".

@@ -1,8 +1,9 @@
-"""``python -m course student|autograde <folder>|check``: see the package docstring."""
+"""``python -m course [--course DIR] student|autograde [FOLDER]|feedback|grades|publish|check``: see __init__."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -11,17 +12,24 @@ import nbformat
 
 from course import grades
 from course.checks import notebook_problems
-from course.nbgrader_course import assignments, autograde, release
+from course.nbgrader_course import DEFAULT_ROOT, assignments, autograde, feedback, release
+from course.publish import RELEASE_DIR, publish
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m course", description=__doc__)
     parser.add_argument("--book", type=Path, default=Path("book"), help="folder of the chapter notebooks")
-    parser.add_argument("--course", type=Path, default=Path("_build/course"), help="nbgrader course directory")
+    parser.add_argument("--course", type=Path, default=Path(os.environ.get("COURSE") or DEFAULT_ROOT),
+                        help=f"nbgrader course directory, kept between runs (default $COURSE or {DEFAULT_ROOT})")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("student", help="student versions under <course>/release/ (nbgrader generate_assignment)")
-    grade = sub.add_parser("autograde", help="grade a submitted/-like folder, print and save the scores")
-    grade.add_argument("submissions", type=Path, help="folder laid out as <student>/<assignment>/<notebook>.ipynb")
+    sub.add_parser("student", help="bring source/ and release/ up to date (nbgrader generate_assignment)")
+    grade = sub.add_parser("autograde", help="add a folder's submissions, autograde the new and changed ones")
+    grade.add_argument("submissions", type=Path, nargs="?",
+                       help="folder laid out as <student>/<assignment>/<notebook>.ipynb (default: the course's "
+                            "submitted/ only)")
+    sub.add_parser("feedback", help="nbgrader generate_feedback for every autograded submission")
+    sub.add_parser("grades", help="grades.csv (a row per student, a column per assignment, total) and exercises.csv")
+    sub.add_parser("publish", help=f"the student notebooks the website and launch buttons give out, into {RELEASE_DIR}")
     sub.add_parser("check", help="report chapters that do not follow CONTRIBUTING.md's exercise format")
     return parser
 
@@ -32,12 +40,44 @@ def _student(args) -> int:
     return 0
 
 
+def _report(title: str, lines: list[str]) -> None:
+    if lines:
+        print(f"{title}:\n  " + "\n  ".join(lines))
+
+
 def _autograde(args) -> int:
-    pairs = autograde(args.book, args.course, args.submissions)
-    rows = grades.collect(args.course, pairs)
-    grades.write_csv(rows, args.course / "grades.csv")
-    print(grades.format_table(rows))
-    print(f"\nwritten to {args.course / 'grades.csv'} (an empty score waits for manual grading)")
+    if args.submissions is not None and args.course.resolve() in [args.submissions.resolve(),
+                                                                   *args.submissions.resolve().parents]:
+        args.submissions = None  # already inside the course: grade its submitted/ folder
+    result = autograde(args.book, args.course, args.submissions)
+    _report("autograded", [f"{s}/{a}" for s, a in result.graded])
+    _report("unchanged since last graded (kept)", [f"{s}/{a}" for s, a in result.unchanged])
+    _report("renamed", result.renamed)
+    _report("COULD NOT GRADE", result.failed)
+    _grades(args)
+    if result.failed:
+        print(f"\n{len(result.failed)} submission(s) could not be graded (listed above); the rest were.")
+        return 1
+    return 0
+
+
+def _feedback(args) -> int:
+    written, failed = feedback(args.course)
+    _report("feedback", [str(p) for p in written])
+    _report("COULD NOT GENERATE FEEDBACK", failed)
+    return 1 if failed else 0
+
+
+def _grades(args) -> int:
+    sheet, per_exercise, table = grades.export(args.course)
+    print(f"\n{table}\n\nwritten to {sheet} (a row per student, missing work 0) and {per_exercise} "
+          "(per exercise; an empty score waits for manual grading)")
+    return 0
+
+
+def _publish(args) -> int:
+    for path in publish(args.book, args.course):
+        print(path)
     return 0
 
 
@@ -50,12 +90,16 @@ def _check(args) -> int:
     return 1 if bad else 0
 
 
+COMMANDS = {"student": _student, "autograde": _autograde, "feedback": _feedback, "grades": _grades,
+            "publish": _publish, "check": _check}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit status is non-zero when it failed."""
     # nbgrader 0.9.6's gradebook trips SQLAlchemy's autoflush warnings on every autograde; harmless noise.
     warnings.filterwarnings("ignore", message=".*not in session.*")
     args = _parser().parse_args(argv)
-    return {"student": _student, "autograde": _autograde, "check": _check}[args.command](args)
+    return COMMANDS[args.command](args)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from course.exercises import (
     BEGIN_HIDDEN,
     BEGIN_SOLUTION,
@@ -10,11 +12,15 @@ from course.exercises import (
     GRADE_ID,
     HEADING,
     ROLES,
+    exercise_name,
     exercises,
     nbgrader,
+    visible_source,
 )
 
 MARKERS = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_HIDDEN, END_HIDDEN)
+PASSED = re.compile(r'passed\("Exercise \d+\.\d+"\)')
+SCORE = re.compile(r"\w+\.score\(\)")
 
 
 def _role(cell) -> str | None:
@@ -40,7 +46,7 @@ def cell_problems(cell, stem: str) -> list[str]:
         problems.append(f"{gid}: a graded cell needs points > 0")
     if cell["cell_type"] == "code" and "hide-input" not in cell.get("metadata", {}).get("tags", []):
         problems.append(f"{gid}: expected tag hide-input")
-    if role == "solution" and BEGIN_SOLUTION not in cell["source"]:
+    if role in ("solution", "code") and BEGIN_SOLUTION not in cell["source"]:
         problems.append(f"{gid}: the answer cell has no {BEGIN_SOLUTION} region")
     return problems
 
@@ -80,8 +86,33 @@ def count_problems(nb) -> list[str]:
     return problems
 
 
+def answer_cell_problems(nb, stem: str) -> list[str]:
+    """Every ``### Exercise N.k`` heading has an answer cell (code solution or written answer) of its own."""
+    answered = {exercise_name(nbgrader(c).get("grade_id", "")) for c in nb.cells if nbgrader(c).get("solution")}
+    return [f"Exercise {m['n']}.{m['k']}: no answer cell (grade_id {stem}-ex{m['k']}-solution or -answer)"
+            for cell in nb.cells if cell["cell_type"] == "markdown"
+            for m in HEADING.finditer(cell["source"]) if f"ex{m['k']}" not in answered]
+
+
+def pass_message_problems(nb) -> list[str]:
+    """Each test cell ends with ``passed("Exercise N.k")`` or a ``Credit("Exercise N.k", ...)``'s score."""
+    problems = []
+    for cell in nb.cells:
+        meta = nbgrader(cell)
+        if cell["cell_type"] != "code" or not meta.get("grade") or meta.get("solution"):
+            continue
+        visible = [line for line in visible_source(cell["source"]).splitlines() if line.strip()]
+        last, text = (visible[-1].strip() if visible else ""), "\n".join(visible)
+        ok = PASSED.fullmatch(last) or (SCORE.fullmatch(last) and "Credit(\"Exercise " in text)
+        if not ok:
+            problems.append(f"{meta.get('grade_id', '?')}: expected the test cell to end with passed(\"Exercise N.k\") "
+                            f"or a Credit's .score() (attnlib.exercises), got {last!r}")
+    return problems
+
+
 def notebook_problems(nb, stem: str) -> list[str]:
-    """Every format problem of a chapter notebook (empty when it follows CONTRIBUTING.md)."""
+    """Every format problem of a chapter notebook (empty when it follows CONTRIBUTING.md and COMMON's convention)."""
     cells = [cell for cell in nb.cells if nbgrader(cell)]
     problems = [p for cell in cells for p in cell_problems(cell, stem)]
-    return problems + stray_marker_problems(nb) + heading_problems(nb, stem) + count_problems(nb)
+    return (problems + stray_marker_problems(nb) + heading_problems(nb, stem) + count_problems(nb)
+            + answer_cell_problems(nb, stem) + pass_message_problems(nb))

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-GRADE_ID = re.compile(r"^(?P<notebook>.+)-ex(?P<k>\d+)-(?P<part>solution|tests|answer)$")
+GRADE_ID = re.compile(r"^(?P<notebook>.+)-ex(?P<k>\d+)-(?P<part>solution|tests|answer|code)$")
 HEADING = re.compile(r"^### Exercise (?P<n>\d+)\.(?P<k>\d+): .+ \((?P<points>\d+(?:\.\d+)?) points?\)\s*$", re.M)
 ROLES = {  # (cell type, grade, solution, locked) -> grade_id part
     ("code", False, True, False): "solution",
     ("code", True, False, True): "tests",
     ("markdown", True, True, False): "answer",
+    ("code", True, True, False): "code",  # code a written exercise asks for, graded by hand
 }
 
 
@@ -48,6 +49,19 @@ def regions(source: str, begin: str, end: str) -> list[str]:
         elif inside:
             lines.append(line)
     return lines
+
+
+def visible_source(source: str) -> str:
+    """A test cell's source as the student release has it: hidden-test regions gone, markers included."""
+    kept, hidden = [], False
+    for line in source.splitlines():
+        if line.strip() == BEGIN_HIDDEN:
+            hidden = True
+        elif line.strip() == END_HIDDEN:
+            hidden = False
+        elif not hidden:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def solution_lines(cell) -> list[str]:

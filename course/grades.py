@@ -1,20 +1,64 @@
-"""Per-student, per-exercise scores read from nbgrader's gradebook, as a table and a CSV."""
+"""Scores from nbgrader's gradebook: a grade sheet for the LMS and a per-exercise table.
+
+* ``grades.csv``: one row per student, one column per assignment plus ``total``; work not handed in
+  counts 0 (as nbgrader's own ``nbgrader export`` records it). Columns in assignment order (every
+  assignment at least one student handed in), students sorted: ready for an LMS import. Written
+  answers not yet graded by hand count 0 until they are.
+* ``exercises.csv``: one row per student, assignment and exercise (``score`` empty while a written
+  answer waits for a human grader), for the instructor.
+"""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
-from nbgrader.api import Gradebook
+from nbgrader.api import Gradebook, MissingEntry
 
 from course.exercises import exercise_name
 
-COLUMNS = ("student", "assignment", "exercise", "score", "max_score")
+EXERCISE_COLUMNS = ("student", "assignment", "exercise", "score", "max_score")
+
+
+def gradebook(root: Path) -> Gradebook:
+    """The course's ``gradebook.db`` (use as a context manager)."""
+    return Gradebook(f"sqlite:///{Path(root).resolve() / 'gradebook.db'}")
 
 
 def _ex_key(name: str) -> tuple:
     """Sort ``ex2`` before ``ex10``."""
     return (0, int(name[2:])) if name[2:].isdigit() else (1, name)
+
+
+def sheet(root: Path) -> tuple[list[str], list[dict], dict]:
+    """``(columns, rows, maximum)``: ``student``, each assignment, ``total``; missing work is 0."""
+    with gradebook(root) as gb:
+        # assignments someone handed in: a chapter released but not yet assigned gets no column of zeros
+        names = [a.name for a in sorted(gb.assignments, key=lambda a: a.name) if a.submissions]
+        rows = []
+        for student in sorted(s.id for s in gb.students):
+            row = {"student": student}
+            for name in names:
+                try:
+                    row[name] = gb.find_submission(name, student).score
+                except MissingEntry:
+                    row[name] = 0.0
+            row["total"] = sum(row[name] for name in names)
+            rows.append(row)
+        maximum = {"student": "(max)", **{a.name: a.max_score for a in gb.assignments if a.name in names}}
+    maximum["total"] = sum(maximum[name] for name in names)
+    return ["student", *names, "total"], rows, maximum
+
+
+def exercise_rows(root: Path) -> list[dict]:
+    """Rows of ``EXERCISE_COLUMNS`` for every submitted notebook; score None while awaiting a grader."""
+    rows = []
+    with gradebook(root) as gb:
+        for assignment in sorted(gb.assignments, key=lambda a: a.name):
+            for submission in sorted(assignment.submissions, key=lambda s: s.student_id):
+                for notebook in submission.notebooks:
+                    rows += _exercise_rows(submission.student_id, assignment.name, notebook.grades)
+    return rows
 
 
 def _exercise_rows(student: str, assignment: str, grades) -> list[dict]:
@@ -30,37 +74,30 @@ def _exercise_rows(student: str, assignment: str, grades) -> list[dict]:
     return [rows[name] for name in sorted(rows, key=_ex_key)]
 
 
-def collect(root: Path, pairs: list[tuple[str, str]]) -> list[dict]:
-    """Rows of ``COLUMNS`` for each graded ``(student, assignment)``, from the course's gradebook."""
-    rows = []
-    with Gradebook(f"sqlite:///{Path(root).resolve() / 'gradebook.db'}") as gradebook:
-        for student, assignment in pairs:
-            notebook = gradebook.find_submission_notebook(assignment, assignment, student)
-            rows += _exercise_rows(student, assignment, notebook.grades)
-    return rows
+def _number(value) -> str:
+    return "" if value is None else f"{value:g}" if isinstance(value, float | int) else str(value)
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
-    """``grades.csv`` with ``COLUMNS``; an empty score means it waits for manual grading."""
+def write_csv(columns, rows: list[dict], path: Path) -> None:
+    """A CSV of ``rows`` with ``columns``; numbers written without trailing zeros, None as empty."""
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
-        writer.writerows({**row, "score": "" if row["score"] is None else f"{row['score']:g}",
-                          "max_score": f"{row['max_score']:g}"} for row in rows)
+        writer.writerows({key: _number(row[key]) for key in columns} for row in rows)
 
 
-def _line(student: str, assignment: str, exercise: str, score: str, max_score: str) -> str:
-    return f"{student:<16} {assignment:<22} {exercise:<9} {score:>7} {max_score:>5}"
-
-
-def format_table(rows: list[dict]) -> str:
-    """A fixed-width table, one line per exercise and a total per student ("manual": awaits a grader)."""
-    lines = [_line("student", "assignment", "exercise", "score", "max")]
-    for student in dict.fromkeys(row["student"] for row in rows):
-        mine = [row for row in rows if row["student"] == student]
-        for row in mine:
-            score = "manual" if row["score"] is None else f"{row['score']:g}"
-            lines.append(_line(student, row["assignment"], row["exercise"], score, f"{row['max_score']:g}"))
-        total, most = sum(row["score"] or 0 for row in mine), sum(row["max_score"] for row in mine)
-        lines.append(_line(student, "total so far", "", f"{total:g}", f"{most:g}"))
+def format_table(columns, rows: list[dict]) -> str:
+    """Rows as a fixed-width text table."""
+    widths = [max(len(c), *(len(_number(r[c])) for r in rows)) for c in columns]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(_number(r[c]).ljust(w) for c, w in zip(columns, widths, strict=True)) for r in rows]
     return "\n".join(lines)
+
+
+def export(root: Path) -> tuple[Path, Path, str]:
+    """Write ``grades.csv`` and ``exercises.csv`` in the course directory; their paths and the sheet as text."""
+    columns, rows, maximum = sheet(root)
+    sheet_path, exercises_path = Path(root) / "grades.csv", Path(root) / "exercises.csv"
+    write_csv(columns, rows, sheet_path)
+    write_csv(EXERCISE_COLUMNS, exercise_rows(root), exercises_path)
+    return sheet_path, exercises_path, format_table(columns, [*rows, maximum])

@@ -1,28 +1,47 @@
-"""The course material: exercise format, student release, autograding, launch buttons on the site.
+"""The course material: exercise format, student release and editions, fair grading, a term of nbgrader.
 
-The autograding tests run nbgrader on every chapter (one full-marks student, one who hands in the
-untouched release, one with a single wrong answer in one chapter), through the same
-``python -m course`` commands as ``make student`` / ``make autograde``.
+What each group executes (the rest reads files):
+
+* format, markup, leak and edition checks: no kernel. ``release`` runs nbgrader ``generate_assignment``
+  on every chapter once (no execution) into a throw-away course directory.
+* ``test_recorded_answers``: per chapter with autograded exercises, ONE kernel runs the chapter once,
+  then each recorded answer (``tests/answers/<stem>.py``: wrong, shortcut, alternative) and the
+  reference, each followed by the exercise's visible test (as released) and its full test, scored by
+  nbgrader's own ``determine_grade``. This gives the guarantee one nbgrader autograde per variant would
+  (same cells, same scoring) at the cost of one chapter execution instead of one per variant.
+* the scripted term and the bad batch: nbgrader's real ``autograde``/``generate_feedback``/gradebook on
+  two tiny assignments written here (one code and one written exercise each): 5 + 3 tiny notebook
+  executions, a few seconds each.
+* the student edition of the built site (``browser`` marker: it reads ``make book``'s output).
+* the JupyterHub recipe (``slow``): a fresh venv from ``requirements.txt`` runs chapter 6.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import html
 import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
 import pytest
 import yaml
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+from nbgrader.utils import determine_grade
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the course package lives beside attnlib, not inside it
 
+from course.__main__ import main as course_main  # noqa: E402
 from course.checks import count_problems, notebook_problems  # noqa: E402
 from course.exercises import (  # noqa: E402
     BEGIN_HIDDEN,
@@ -30,33 +49,33 @@ from course.exercises import (  # noqa: E402
     END_HIDDEN,
     END_SOLUTION,
     autograded_points,
-    exercise_name,
-    exercises,
     hidden_test_lines,
     nbgrader,
     solution_lines,
+    visible_source,
 )
-from course.grades import COLUMNS  # noqa: E402
-from course.nbgrader_course import assignments, autograde, submissions  # noqa: E402
+from course.grades import gradebook  # noqa: E402
+from course.markup import Bibliography, equation_numbers, student_notebook  # noqa: E402
+from course.nbgrader_course import GRADER_NOTES_TAG, assignments, scan  # noqa: E402
+from course.publish import RELEASE_DIR  # noqa: E402
 
 BOOK = ROOT / "book"
+ANSWERS = ROOT / "tests" / "answers"
 HTML = Path(os.environ.get("ATTNLIB_SITE_HTML", ROOT / "_build" / "html"))  # as in test_site.py
 CHAPTERS = assignments(BOOK)
 STEMS = [p.stem for p in CHAPTERS]
 REPOSITORY_URL = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
 REPO = REPOSITORY_URL.removeprefix("https://github.com/")  # owner/name, as the launch buttons use it
+BOOK_ONLY_MARKUP = ("{eq}`", "{cite", "{bibliography}", "```{", ":::{", "{numref}`", "{ref}`", "{doc}`", "{glue")
 
 
 def read(path: Path):
     return nbformat.read(path, as_version=4)
 
 
-def run_course(*args: str) -> str:
-    """``python -m course ...`` as the Makefile runs it; its stdout."""
-    command = [sys.executable, "-m", "course", "--book", str(BOOK), *args]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"python -m course {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+def course(*args, book: Path = BOOK) -> int:
+    """``python -m course --book <book> ...`` in this process (the Makefile runs the same ``main``)."""
+    return course_main(["--book", str(book), *map(str, args)])
 
 
 def load_extension():
@@ -76,6 +95,7 @@ def test_chapter_has_three_exercises_and_hidden_tests(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=STEMS)
 def test_chapter_follows_exercise_format(path):
+    """Flags, grade ids, headings, an answer cell for every exercise, one pass message in every test cell."""
     assert notebook_problems(read(path), path.stem) == []
 
 
@@ -90,47 +110,28 @@ def test_format_check_finds_deviations():
     assert any("(3 points)" in p and "2 points" in p for p in problems)
     assert any("at least 3 exercises" in p for p in problems)
     assert any("hidden tests" in p for p in problems)
+    assert any("Exercise 1.1: no answer cell" in p for p in problems)
+    assert any("passed(" in p and "'x = 1'" in p for p in problems)
 
 
-def test_submissions_layout_is_checked(tmp_path):
-    (tmp_path / "ada" / "99_nonexistent").mkdir(parents=True)
-    with pytest.raises(ValueError, match="expected <student>/<assignment>/"):
-        submissions(tmp_path, ["01_dot_products"])
-    with pytest.raises(ValueError, match="found none"):
-        submissions(tmp_path / "ada" / "99_nonexistent", ["01_dot_products"])
-    with pytest.raises(ValueError, match="outside"):
-        autograde(BOOK, tmp_path, tmp_path / "ada")
+# --- the website's two editions (book/_ext/nbgrader_site.py) --------------------------------------
 
-
-# --- the website hides the markers -----------------------------------------------------------------
-
-def test_extension_strips_markers_and_hidden_tests():
+def test_editions_rewrite_exercise_code():
     strip = load_extension().strip_nbgrader_markers
     source = "def f(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n"
-    assert strip(source) == "def f(x):\n    return 2 * x"
+    assert strip(source, "student") == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()"
+    assert strip(source, "instructor") == "def f(x):\n    return 2 * x"
     tests = "assert f(1) == 2\n### BEGIN HIDDEN TESTS\nassert f(3) == 6\n### END HIDDEN TESTS\nprint('ok')"
-    assert strip(tests) == "assert f(1) == 2\nprint('ok')"
+    assert strip(tests, "student") == "assert f(1) == 2\nprint('ok')"
+    assert "assert f(3) == 6" in strip(tests, "instructor") and "###" not in strip(tests, "instructor")
 
 
 def test_extension_and_course_agree_on_the_markers():
-    # the Sphinx extension cannot import course/ (not installed); its copy of the markers must match
+    # the Sphinx extension cannot import course/ (Sphinx loads it by path); its copy of the markers must match
     extension = load_extension()
     assert extension.SOLUTION_MARKERS == (BEGIN_SOLUTION, END_SOLUTION)
     assert (extension.HIDDEN_BEGIN, extension.HIDDEN_END) == (BEGIN_HIDDEN, END_HIDDEN)
-
-
-# --- make student: nbgrader's release ------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory) -> Path:
-    """A course directory after ``python -m course student``."""
-    root = tmp_path_factory.mktemp("course-release")
-    run_course("--course", str(root), "student")
-    return root
-
-
-def released(root: Path, stem: str) -> Path:
-    return root / "release" / stem / f"{stem}.ipynb"
+    assert extension.RELEASE == RELEASE_DIR
 
 
 def split_lines(nb) -> tuple[set[str], set[str]]:
@@ -149,26 +150,26 @@ def withheld_lines(nb) -> set[str]:
     return {line for line in split_lines(nb)[0] - public if len(line) >= 10}
 
 
-def notebook_lines(nb) -> set[str]:
-    """Every line of a notebook: cell sources and text outputs."""
-    outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]
-    text = [cell["source"] for cell in nb.cells] + [str(out.get("text", "")) for out in outputs]
-    text += [str(value) for out in outputs for value in out.get("data", {}).values()]
+def edition_lines(path: Path, which: str) -> set[str]:
+    """Every line of a chapter as the ``which`` edition of the site renders its cells' sources."""
+    extension = load_extension()
+    os.environ["ATTNLIB_EDITION"] = which
+    try:
+        nb = nbformat.reads(extension.student_markdown(path.read_text()) if which == "student"
+                            else path.read_text(), as_version=4)
+    finally:
+        os.environ.pop("ATTNLIB_EDITION")
+    text = [extension.strip_nbgrader_markers(c.source, which) if c.cell_type == "code" else c.source
+            for c in nb.cells]
     return {line.strip() for chunk in text for line in chunk.splitlines()}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("path", CHAPTERS, ids=STEMS)
-def test_release_has_stubs_and_no_hidden_tests(release, path):
-    student = read(released(release, path.stem))
-    source = [c for c in read(path).cells if nbgrader(c).get("solution") and c["cell_type"] == "code"]
-    stubs = [c for c in student.cells if nbgrader(c).get("solution") and c["cell_type"] == "code"]
-    assert len(stubs) == len(source) > 0
-    assert all("raise NotImplementedError()" in c["source"] for c in stubs)
-    text = "\n".join(c["source"] for c in student.cells)
-    for marker in (BEGIN_SOLUTION, END_SOLUTION, "HIDDEN TESTS"):
-        assert marker not in text
-    assert all(not c.get("outputs") for c in student.cells if c["cell_type"] == "code")
+def test_instructor_edition_has_solutions_and_hidden_tests_student_edition_none(path):
+    secret = withheld_lines(read(path))
+    assert secret, f"{path.name}: no solution lines found to check"
+    assert secret <= edition_lines(path, "instructor")
+    assert not secret & edition_lines(path, "student")
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=STEMS)
@@ -183,99 +184,391 @@ def test_leak_check_sees_the_solutions_in_the_source(path):
             f"of it could not be seen: {sorted(lines)}")
 
 
-@pytest.mark.slow
+# --- make student: nbgrader's release, in plain Markdown ------------------------------------------
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> Path:
+    """A course directory after ``python -m course student`` (generate_assignment, no execution)."""
+    root = tmp_path_factory.mktemp("course-release")
+    assert course("--course", root, "student") == 0
+    return root
+
+
+def released(root: Path, stem: str) -> Path:
+    return root / "release" / stem / f"{stem}.ipynb"
+
+
+def notebook_lines(nb) -> set[str]:
+    """Every line of a notebook: cell sources and text outputs."""
+    outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]
+    text = [cell["source"] for cell in nb.cells] + [str(out.get("text", "")) for out in outputs]
+    text += [str(value) for out in outputs for value in out.get("data", {}).values()]
+    return {line.strip() for chunk in text for line in chunk.splitlines()}
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=STEMS)
+def test_release_has_stubs_and_no_hidden_tests(release, path):
+    student = read(released(release, path.stem))
+    source = [c for c in read(path).cells if nbgrader(c).get("solution") and c["cell_type"] == "code"]
+    stubs = [c for c in student.cells if nbgrader(c).get("solution") and c["cell_type"] == "code"]
+    assert len(stubs) == len(source) > 0
+    assert all("raise NotImplementedError()" in c["source"] for c in stubs)
+    text = "\n".join(c["source"] for c in student.cells)
+    for marker in (BEGIN_SOLUTION, END_SOLUTION, "HIDDEN TESTS"):
+        assert marker not in text
+    assert all(not c.get("outputs") for c in student.cells if c["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=STEMS)
+def test_release_is_plain_markdown_without_widget_state(release, path):
+    student = read(released(release, path.stem))
+    markdown = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
+    for markup in BOOK_ONLY_MARKUP:
+        assert markup not in markdown, f"{path.name}: book-only markup {markup!r} in the student release"
+    assert "widgets" not in student.metadata
+    labels = re.findall(r"\$\$[ \t]*\((eq-[\w-]+)\)", "\n".join(c.source for c in read(path).cells))
+    tags = re.findall(r"\\tag\{(\d+\.\d+)\}", markdown)
+    assert len(tags) == len(labels), "every labelled equation keeps a number"
+    if "{cite" in "\n".join(c.source for c in read(path).cells):
+        assert re.search(r"\(\w[\w' -]*( et al\.| and \w+)?, \d{4}", markdown), "citations become (Author, year)"
+        assert re.search(r"^- .+\(\d{4}\)\. ", markdown, re.M), "the bibliography becomes a plain list"
+
+
+def test_book_only_markup_becomes_plain_markdown(tmp_path):
+    bib = tmp_path / "references.bib"
+    bib.write_text("@article{doe2020x,\n  title = {On {X}},\n  author = {Doe, Jane and Ro, Al and Li, Bo},\n"
+                   "  journal = {J. Y},\n  year = {2020}\n}\n")
+    one = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("$$\na = b\n$$ (eq-one-a)")])
+    two = nbformat.v4.new_notebook(metadata={"widgets": {"state": {}}}, cells=[
+        nbformat.v4.new_code_cell("glue('r', 0.8213)", outputs=[nbformat.v4.new_output(
+            "display_data", data={"text/plain": "0.8213"}, metadata={"scrapbook": {"name": "r"}})]),
+        nbformat.v4.new_markdown_cell("$$\nc = d\n$$ (eq-two-c)\n\nBy {eq}`eq-two-c` and {eq}`eq-one-a`, "
+                                      "as {cite}`ch2-doe2020x` found, at {glue:text}`r:.2f`."),
+        nbformat.v4.new_markdown_cell("```{warning}\nMind the mask.\n```\n\n```{bibliography}\n"
+                                      ":filter: docname in docnames\n```")])
+    numbers = equation_numbers({"01_one": one, "02_two": two})
+    student = student_notebook(two, "02_two", numbers, Bibliography(bib))
+    text = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
+    assert "c = d \\tag{2.1}" in text
+    assert "By (2.1) and ([1.1](01_one.ipynb)), as (Doe et al., 2020) found, at 0.82." in text
+    assert "> **Warning**\n>\n> Mind the mask." in text
+    assert "- Doe, Jane; Ro, Al; Li, Bo (2020). On X. *J. Y*." in text
+    assert "widgets" not in student.metadata and "widgets" in two.metadata  # the chapter is left alone
+
+
 def test_no_solution_line_in_any_release(release):
     everything = set().union(*(notebook_lines(read(released(release, s))) for s in STEMS))
     for path in CHAPTERS:
-        secret = withheld_lines(read(path))
-        assert secret, f"{path.name}: no solution lines found to check"
-        leaked = sorted(secret & everything)
+        leaked = sorted(withheld_lines(read(path)) & everything)
         assert leaked == [], f"{path.name}: solution lines in the student release: {leaked}"
 
 
-# --- make autograde: full marks, zero, one wrong answer ------------------------------------------
-
-def wrong_target() -> tuple[str, str]:
-    """The chapter and exercise to answer wrongly: the first chapter with two autograded exercises."""
-    points = {stem: autograded_points(read(path)) for stem, path in zip(STEMS, CHAPTERS, strict=True)}
-    stem = next((s for s in STEMS if len(points[s]) >= 2), STEMS[0])
-    return stem, next(iter(points[stem]))
-
-
-def answer(release_cell, source_cell, wrong: bool) -> str:
-    """The student's solution cell: the reference answer typed in, or a wrong one in its place."""
-    if not wrong:
-        return "\n".join(line for line in source_cell["source"].splitlines()
-                         if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))
-    lines = release_cell["source"].splitlines()
-    i = next(i for i, line in enumerate(lines) if line.strip() == "raise NotImplementedError()")
-    indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
-    lines[i] = indent + ("return None" if indent else "pass")
-    return "\n".join(lines)
+def test_committed_student_notebooks_are_up_to_date(release):
+    """course/release/ is what the site's downloads and launch buttons give out: the current release."""
+    committed = sorted(p.name for p in RELEASE_DIR.glob("*.ipynb"))
+    assert committed == [f"{s}.ipynb" for s in STEMS], "run `make student` and commit course/release/"
+    for stem in STEMS:
+        assert (RELEASE_DIR / f"{stem}.ipynb").read_text() == released(release, stem).read_text(), (
+            f"course/release/{stem}.ipynb is out of date: run `make student` and commit it")
 
 
-def one_wrong_answer(release_path: Path, source_path: Path, wrong_exercise: str):
-    """The student release with every code exercise answered right except ``wrong_exercise``."""
-    nb, source = read(release_path), read(source_path)
-    by_id = {nbgrader(c).get("grade_id"): c for c in source.cells}
-    for cell in nb.cells:
-        gid = nbgrader(cell).get("grade_id")
-        if cell["cell_type"] == "code" and nbgrader(cell).get("solution"):
-            cell["source"] = answer(cell, by_id[gid], exercise_name(gid) == wrong_exercise)
-    return nb
+# --- fair grading: recorded answers (tests/answers/<stem>.py) -------------------------------------
+
+def recorded_answers(stem: str) -> dict:
+    """``ANSWERS`` of ``tests/answers/<stem>.py`` (COMMON.md's format)."""
+    path = ANSWERS / f"{stem}.py"
+    assert path.is_file(), f"{stem} has autograded exercises but no recorded answers in {path}"
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace["ANSWERS"]
 
 
-@pytest.fixture(scope="module")
-def grades(release, tmp_path_factory) -> dict[tuple[str, str, str], tuple[str, str]]:
-    """``python -m course autograde`` over three students; ``{(student, assignment, exercise): (score, max)}``."""
-    folder = tmp_path_factory.mktemp("submitted")
-    for stem, path in zip(STEMS, CHAPTERS, strict=True):
-        for student, notebook in (("reference", path), ("untouched", released(release, stem))):
-            (folder / student / stem).mkdir(parents=True)
-            shutil.copy(notebook, folder / student / stem / f"{stem}.ipynb")
-    stem, exercise = wrong_target()
-    (folder / "one_wrong" / stem).mkdir(parents=True)
-    nbformat.write(one_wrong_answer(released(release, stem), BOOK / f"{stem}.ipynb", exercise),
-                   folder / "one_wrong" / stem / f"{stem}.ipynb")
-    root = tmp_path_factory.mktemp("course-grade")
-    printed = run_course("--course", str(root), "autograde", str(folder))
-    assert "reference" in printed and "total so far" in printed
-    with open(root / "grades.csv", newline="") as f:
-        reader = csv.DictReader(f)
-        assert tuple(reader.fieldnames) == COLUMNS
-        return {(r["student"], r["assignment"], r["exercise"]): (r["score"], r["max_score"]) for r in reader}
+AUTOGRADED = [p for p in CHAPTERS if autograded_points(read(p))]
 
 
-def scores(grades, student: str, stem: str) -> dict[str, tuple[float | None, float]]:
-    return {ex: (float(s) if s else None, float(m)) for (who, a, ex), (s, m) in grades.items()
-            if who == student and a == stem}
+def _text(cell) -> str:
+    return "".join(str(out.get("text", "")) + str(out.get("data", {}).get("text/plain", "")) +
+                   "\n".join(out.get("traceback", [])) for out in cell.outputs)
+
+
+def _run(client, cell):
+    """Execute one more cell in the client's kernel (appended to its notebook, as nbclient requires)."""
+    client.nb.cells.append(cell)
+    return client.execute_cell(cell, len(client.nb.cells) - 1)
+
+
+def _graded(client, source: str, test_cell) -> tuple[float, float, str]:
+    """Run ``source`` as the exercise's test cell; nbgrader's score, the maximum, and what it printed."""
+    cell = _run(client, nbformat.v4.new_code_cell(source, metadata={"nbgrader": dict(test_cell.metadata.nbgrader)}))
+    score, most = determine_grade(cell)
+    return score, most, _text(cell)
+
+
+class NeedsChapter(Exception):
+    """The exercise cells used a name only the chapter defines: run the whole chapter first."""
+
+
+def exercise_section(nb):
+    """The chapter's setup cell and every cell from its ``## Exercises`` heading on."""
+    start = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+                  and re.search(r"^## Exercises", c.source, re.M)), 0)
+    setup = [c for c in nb.cells[:start] if "remove-cell" in c.metadata.get("tags", [])][:1]
+    return nbformat.v4.new_notebook(cells=setup + nb.cells[start:], metadata=nb.metadata)
+
+
+def _variant_runs(client, stem: str, answers: dict, cells: dict, alone: bool) -> dict:
+    """Each recorded answer and the reference, then the visible and the full test, in the client's kernel."""
+    results = {}
+    for exercise, variants in answers.items():
+        solution, tests = cells[f"{stem}-{exercise}-solution"], cells[f"{stem}-{exercise}-tests"]
+        reference = "\n".join(line for line in solution.source.splitlines()
+                              if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))
+        for variant, source in [*variants.items(), ("reference", reference)]:
+            if source is None:
+                continue
+            answer = _run(client, nbformat.v4.new_code_cell(source))
+            for which, test in (("visible", visible_source(tests.source)), ("full", tests.source)):
+                results[(exercise, variant, which)] = _graded(client, test, tests)
+            printed = _text(answer) + "".join(results[(exercise, variant, w)][2] for w in ("visible", "full"))
+            if alone and "NameError" in printed:
+                raise NeedsChapter(f"{exercise} {variant}")
+            assert not any(o.output_type == "error" for o in answer.outputs), (
+                f"{exercise} {variant}: the answer cell itself fails:\n{_text(answer)}")
+    return results
+
+
+def grade_variants(path: Path, answers: dict) -> tuple[dict, str]:
+    """Every variant's scores, ``{(exercise, variant, visible|full): (score, max, printed)}``, and how they ran.
+
+    First in a kernel that ran only the exercise section (the exercises stand alone, CONTRIBUTING.md);
+    if any run there meets a ``NameError`` (an answer or test needs a name the chapter defines, so the
+    result could differ from the real autograde), everything runs again after the whole chapter.
+    """
+    nb = read(path)
+    cells = {nbgrader(c).get("grade_id"): c for c in nb.cells}
+    for alone in (True, False):
+        run = exercise_section(nb) if alone else read(path)
+        client = NotebookClient(run, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(BOOK)}})
+        with client.setup_kernel():
+            try:
+                for index, cell in enumerate(list(run.cells)):
+                    if cell.cell_type == "code":
+                        client.execute_cell(cell, index)
+                client.allow_errors = True  # from here on, an error is a result to score
+                how = "exercises alone" if alone else "the whole chapter"
+                return _variant_runs(client, path.stem, answers, cells, alone), how
+            except (NeedsChapter, CellExecutionError):
+                if not alone:
+                    raise
+    raise AssertionError("unreachable")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", CHAPTERS, ids=STEMS)
-def test_reference_gets_full_marks(grades, path):
+@pytest.mark.parametrize("path", AUTOGRADED, ids=[p.stem for p in AUTOGRADED])
+def test_recorded_answers(path):
+    """Wrong answers fail the visible test and lose points, shortcuts lose points, alternatives get full marks."""
+    answers = recorded_answers(path.stem)
     expected = autograded_points(read(path))
-    got = scores(grades, "reference", path.stem)
-    assert {ex: got[ex] for ex in expected} == {ex: (p, p) for ex, p in expected.items()}
-    written = set(exercises(read(path))) - set(expected)
-    assert all(got[ex][0] is None for ex in written), "written answers wait for a human grader"
+    assert set(answers) == set(expected), f"answers recorded for {sorted(answers)}, autograded: {sorted(expected)}"
+    for exercise, variants in answers.items():
+        assert variants.get("wrong") and variants.get("alternative") and "shortcut" in variants, exercise
+    started = time.perf_counter()
+    results, how = grade_variants(path, answers)
+    problems = []
+    for exercise in answers:
+        def score(variant, which, ex=exercise):
+            return results[(ex, variant, which)]
+        for which in ("visible", "full"):
+            got, most, printed = score("reference", which)
+            if got != most:
+                problems.append(f"{exercise}: the reference scores {got}/{most} on its {which} test:\n{printed}")
+            got, most, printed = score("alternative", which)
+            if got != most:
+                problems.append(f"{exercise}: the alternative scores {got}/{most} on its {which} test:\n{printed}")
+        got, most, printed = score("wrong", "visible")
+        if got == most or "tests passed" in printed:
+            problems.append(f"{exercise}: the recorded wrong answer passes the visible test:\n{printed}")
+        if score("wrong", "full")[0] >= most:
+            problems.append(f"{exercise}: the recorded wrong answer gets full marks")
+        if answers[exercise]["shortcut"] is not None and score("shortcut", "full")[0] >= most:
+            problems.append(f"{exercise}: breaking the stated rule costs no points:\n{score('shortcut', 'full')[2]}")
+    print(f"{path.stem}: {how}, then {len(results)} graded test runs, in {time.perf_counter() - started:.1f} s")
+    assert problems == []
+
+
+def test_variants_fall_back_to_the_whole_chapter_when_exercises_need_it(tmp_path):
+    """An exercise that uses a name the chapter defines is graded after the whole chapter, as nbgrader would."""
+    stem = tiny_assignment(tmp_path, 1, "scaled")
+    nb = read(tmp_path / f"{stem}.ipynb")
+    nb.cells.insert(0, nbformat.v4.new_code_cell("FACTOR = 2"))
+    nb.cells[0].metadata["tags"] = []
+    heading = nb.cells[1]
+    nb.cells[1:2] = [nbformat.v4.new_markdown_cell("# 1. scaled"), heading]
+    heading.source = heading.source.replace("# 1. scaled\n\n", "")
+    nb.cells[3].source = nb.cells[3].source.replace("return 2 * x", "return FACTOR * x")
+    nbformat.write(nb, tmp_path / f"{stem}.ipynb")
+    answers = {"ex1": {"wrong": "def double(x):\n    return FACTOR + x", "shortcut": None,
+                       "alternative": "def double(x):\n    return x * FACTOR"}}
+    results, how = grade_variants(tmp_path / f"{stem}.ipynb", answers)
+    assert how == "the whole chapter"
+    assert results[("ex1", "alternative", "full")][0] == 2 and results[("ex1", "wrong", "full")][0] == 0
+
+
+# --- a term of nbgrader on two tiny assignments -----------------------------------------------------
+
+def tiny_assignment(book: Path, n: int, name: str) -> str:
+    """``book/0n_<name>.ipynb``: a code exercise (2 points, hidden test) and a written one (1 point)."""
+    stem = f"0{n}_{name}"
+    cells = [
+        nbformat.v4.new_markdown_cell(f"# {n}. {name}\n\n## Exercises\n\n### Exercise {n}.1: double it (2 points)"),
+        nbformat.v4.new_code_cell(
+            "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
+            metadata={"tags": ["hide-input"], "nbgrader": {
+                "grade": False, "solution": True, "locked": False, "task": False,
+                "grade_id": f"{stem}-ex1-solution", "schema_version": 3}}),
+        nbformat.v4.new_code_cell(
+            f"assert double(1) == 2\n{BEGIN_HIDDEN}\nassert double(-3) == -6\n{END_HIDDEN}\n"
+            f"print('Exercise {n}.1: tests passed')",
+            metadata={"tags": ["hide-input"], "nbgrader": {
+                "grade": True, "solution": False, "locked": True, "task": False, "points": 2,
+                "grade_id": f"{stem}-ex1-tests", "schema_version": 3}}),
+        nbformat.v4.new_markdown_cell(f"### Exercise {n}.2: why (1 point)\n\nWhy is doubling linear?"),
+        nbformat.v4.new_markdown_cell(
+            ":::{admonition} Solution\n:class: dropdown\nBecause 2(x + y) = 2x + 2y.\n\n"
+            "**Rubric** (1 point):\n- 1: states additivity\n:::",
+            metadata={"nbgrader": {"grade": True, "solution": True, "locked": False, "task": False, "points": 1,
+                                   "grade_id": f"{stem}-ex2-answer", "schema_version": 3}}),
+    ]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}}), book / f"{stem}.ipynb")
+    return stem
+
+
+def submit(inbox: Path, student: str, root: Path, stem: str, code: str, written: str = "It is.",
+           name: str | None = None) -> Path:
+    """A student's copy of the release, with ``code`` in the answer cell, saved under ``inbox``."""
+    nb = read(released(root, stem))
+    for cell in nb.cells:
+        if nbgrader(cell).get("solution"):
+            cell.source = code if cell.cell_type == "code" else written
+    path = inbox / student / stem / (name or f"{stem}.ipynb")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+RIGHT, WRONG = "def double(x):\n    return x + x", "def double(x):\n    return x * x"
+
+
+def sheet(root: Path) -> dict[str, dict[str, str]]:
+    with open(root / "grades.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {row.pop("student"): row for row in rows}
+
+
+def autograded_mtimes(root: Path) -> dict[str, float]:
+    return {str(p.relative_to(root)): p.stat().st_mtime for p in (root / "autograded").rglob("*.ipynb")}
+
+
+def manual_grade(root: Path, stem: str, student: str, score: float) -> None:
+    """What a TA does in formgrader: a manual score and a comment on the written answer."""
+    with gradebook(root) as gb:
+        grade = gb.find_grade(f"{stem}-ex2-answer", stem, stem, student)
+        grade.manual_score = score
+        comment = gb.find_comment(f"{stem}-ex2-answer", stem, stem, student)
+        comment.manual_comment = "Additivity, well said."
+        gb.db.commit()
+
+
+def manual_state(root: Path, stem: str, student: str) -> tuple:
+    with gradebook(root) as gb:
+        grade = gb.find_grade(f"{stem}-ex2-answer", stem, stem, student)
+        comment = gb.find_comment(f"{stem}-ex2-answer", stem, stem, student)
+        return grade.manual_score, comment.manual_comment
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", CHAPTERS, ids=STEMS)
-def test_untouched_release_scores_zero(grades, path):
-    got = scores(grades, "untouched", path.stem)
-    assert set(got) == set(exercises(read(path)))
-    assert all(score == 0 for score, _ in got.values())
+def test_scripted_term(tmp_path, capsys):
+    """Release, grade week 1, a manual grade, release and grade week 2, rerun everything: nothing is lost."""
+    book, root, inbox = tmp_path / "book", tmp_path / "course", tmp_path / "inbox"
+    book.mkdir()
+    week1 = tiny_assignment(book, 1, "doubling")
+    assert course("--course", root, "student", book=book) == 0
+    submit(inbox, "ada", root, week1, RIGHT)
+    submit(inbox, "bob", root, week1, WRONG)
+    assert course("--course", root, "autograde", inbox, book=book) == 0
+    assert (root / "gradebook.db").is_file() and (root / "grades.csv").is_file()
+    manual_grade(root, week1, "ada", 1)
+    after_week1 = autograded_mtimes(root)
+
+    week2 = tiny_assignment(book, 2, "tripling")
+    released_week1 = released(root, week1).stat().st_mtime
+    assert course("--course", root, "student", book=book) == 0
+    assert released(root, week1).stat().st_mtime == released_week1, "an unchanged assignment is not re-released"
+    submit(inbox, "ada", root, week2, RIGHT)
+    submit(inbox, "cyd", root, week2, RIGHT)  # joins in week 2; bob hands nothing in
+    capsys.readouterr()
+    assert course("--course", root, "autograde", inbox, book=book) == 0
+    printed = capsys.readouterr().out
+    assert "ada/02_tripling" in printed.split("unchanged")[0] and "ada/01_doubling" in printed.split("unchanged")[1]
+
+    week3 = tiny_assignment(book, 3, "halving")  # released, not yet handed in by anyone: no column
+    for command in (["student"], ["autograde", inbox], ["autograde"], ["feedback"], ["grades"]):
+        assert course("--course", root, *command, book=book) == 0, command
+    assert manual_state(root, week1, "ada") == (1, "Additivity, well said.")
+    assert {k: v for k, v in autograded_mtimes(root).items() if k in after_week1} == after_week1
+
+    grades = sheet(root)
+    assert released(root, week3).is_file()
+    assert list(grades) == ["ada", "bob", "cyd"]
+    assert grades["ada"] == {week1: "3", week2: "2", "total": "5"}  # 2 + manual 1; week 2 awaits its manual grade
+    assert grades["bob"] == {week1: "0", week2: "0", "total": "0"}  # wrong answer; nothing handed in
+    assert grades["cyd"] == {week1: "0", week2: "2", "total": "2"}
+
+    # formgrader shows the grader the model answer and rubric; the feedback does not carry them
+    notes = [c for c in read(root / "autograded" / "ada" / week1 / f"{week1}.ipynb").cells
+             if GRADER_NOTES_TAG in c.metadata.get("tags", [])]
+    assert len(notes) == 1 and "**Rubric** (1 point)" in notes[0].source
+    feedback = (root / "feedback" / "ada" / week1 / f"{week1}.html").read_text()
+    assert "Additivity, well said." in feedback and "Rubric" not in feedback
+
+    submit(inbox, "bob", root, week1, RIGHT)  # bob resubmits week 1: only that is regraded
+    capsys.readouterr()
+    assert course("--course", root, "autograde", inbox, book=book) == 0
+    assert capsys.readouterr().out.split("unchanged")[0].count("/0") == 1
+    assert sheet(root)["bob"][week1] == "2" and manual_state(root, week1, "ada") == (1, "Additivity, well said.")
 
 
 @pytest.mark.slow
-def test_one_wrong_answer_costs_exactly_its_points(grades):
-    stem, wrong = wrong_target()
-    expected = autograded_points(read(BOOK / f"{stem}.ipynb"))
-    got = scores(grades, "one_wrong", stem)
-    assert got[wrong] == (0, expected[wrong])
-    assert {ex: got[ex] for ex in expected if ex != wrong} == {ex: (p, p) for ex, p in expected.items() if ex != wrong}
+def test_bad_batch_grades_the_good_and_names_the_bad(tmp_path, capsys):
+    book, root, inbox = tmp_path / "book", tmp_path / "course", tmp_path / "inbox"
+    book.mkdir()
+    stem = tiny_assignment(book, 1, "doubling")
+    assert course("--course", root, "student", book=book) == 0
+    submit(inbox, "ada", root, stem, RIGHT)
+    (inbox / "bob" / stem).mkdir(parents=True)  # an empty folder
+    submit(inbox, "cyd", root, stem, RIGHT, name=f"{stem} (1).ipynb")  # as LMS downloads name them
+    submit(inbox, "dan", root, stem, "def double(x):\n    raise RuntimeError('crash')")
+    (inbox / "eve" / stem).mkdir(parents=True)
+    (inbox / "eve" / stem / f"{stem}.ipynb").write_text("{ not a notebook")
+    (inbox / "fay" / "99_nonexistent").mkdir(parents=True)
+    capsys.readouterr()
+    assert course("--course", root, "autograde", inbox, book=book) == 1, "something could not be graded"
+    printed = capsys.readouterr().out
+    bad = printed.split("COULD NOT GRADE")[1]
+    assert "bob/01_doubling: no notebook" in bad and "eve/01_doubling:" in bad and "fay/99_nonexistent" in bad
+    assert f"cyd/01_doubling: graded {stem} (1).ipynb as {stem}.ipynb" in printed
+    grades = sheet(root)
+    assert grades["ada"][stem] == grades["cyd"][stem] == "2" and grades["dan"][stem] == "0"
+    assert "bob" not in grades and "eve" not in grades
+
+
+def test_scan_normalises_only_unambiguous_names(tmp_path):
+    (tmp_path / "ada" / "01_x").mkdir(parents=True)
+    for name in ("01_x (1).ipynb", "01_x (2).ipynb"):
+        nbformat.write(nbformat.v4.new_notebook(), tmp_path / "ada" / "01_x" / name)
+    batch = scan(tmp_path, ["01_x"])
+    assert batch.found == {} and "expected one notebook named 01_x.ipynb" in batch.refused[0]
 
 
 # --- the hidden setup cell that installs attnlib on Colab ---------------------------------------
@@ -312,7 +605,24 @@ def test_setup_cell_installs_attnlib_from_the_configured_repository(stem, monkey
         f"{stem}: the setup cell must install from _config.yml's repository ({REPOSITORY_URL}), got {command}")
 
 
-# --- launch and download buttons on the built site ----------------------------------------------
+# --- the built site is the student edition ------------------------------------------------------
+
+class _Text(HTMLParser):
+    """The text of an HTML page (tags dropped, entities decoded), as a reader or a scraper sees it."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_data(self, data):
+        self.parts.append(data)
+
+
+def page_lines(page: str) -> set[str]:
+    parser = _Text()
+    parser.feed(page)
+    return {line.strip() for line in html.unescape("".join(parser.parts)).splitlines()}
+
 
 def chapter_page(stem: str) -> str:
     if not HTML.is_dir():
@@ -324,21 +634,95 @@ def chapter_page(stem: str) -> str:
 
 @pytest.mark.browser  # reads the built site, like the browser tests (`make unit` runs without it)
 @pytest.mark.parametrize("stem", STEMS)
-def test_chapter_page_has_launch_and_download_buttons(stem):
-    html = chapter_page(stem)
-    colab = f"https://colab.research.google.com/github/{REPO}/blob/main/book/{stem}.ipynb"
-    binder = f"https://mybinder.org/v2/gh/{REPO}/main?urlpath=lab/tree/book/{stem}.ipynb"
-    assert f'href="{colab}"' in html
-    assert f'href="{binder}"' in html
-    assert re.search(rf'href="(\.\./)+_sources/book/{stem}\.ipynb"', html), "no .ipynb download button"
-    assert (HTML / "_sources" / "book" / f"{stem}.ipynb").is_file()
+def test_student_edition_page_and_downloads_hold_no_solution(stem):
+    secret = withheld_lines(read(BOOK / f"{stem}.ipynb"))
+    page = chapter_page(stem)
+    leaked = sorted(secret & page_lines(page))
+    assert leaked == [], f"{stem}.html shows solution or hidden-test lines: {leaked}"
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
+        assert marker not in page
+    assert "raise NotImplementedError()" in html.unescape(re.sub(r"<[^>]+>", "", page))
+    for download in HTML.rglob("*.ipynb"):
+        leaked = sorted(secret & notebook_lines(read(download)))
+        assert leaked == [], f"{download.relative_to(HTML)} holds {stem}'s solution lines: {leaked}"
+    assert (HTML / "_sources" / "book" / f"{stem}.ipynb").read_bytes() == (RELEASE_DIR / f"{stem}.ipynb").read_bytes()
 
 
 @pytest.mark.browser  # reads the built site
 @pytest.mark.parametrize("stem", STEMS)
-def test_chapter_page_shows_no_nbgrader_markers(stem):
-    html = chapter_page(stem)
-    for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
-        assert marker not in html
+def test_launch_buttons_open_the_student_release(stem):
+    page = chapter_page(stem)
+    colab = f"https://colab.research.google.com/github/{REPO}/blob/main/course/release/{stem}.ipynb"
+    binder = f"https://mybinder.org/v2/gh/{REPO}/main?urlpath=lab/tree/course/release/{stem}.ipynb"
+    assert f'href="{colab}"' in page
+    assert f'href="{binder}"' in page
+    assert re.search(rf'href="(\.\./)+_sources/book/{stem}\.ipynb"', page), "no .ipynb download button"
     setup_comment = setup_cell(stem).source.splitlines()[0].lstrip("# ")
-    assert setup_comment not in html, "the setup cell must be hidden on the website"
+    assert setup_comment not in page, "the setup cell must be hidden on the website"
+
+
+# --- the instructors' page's JupyterHub recipe, as written ----------------------------------------
+
+def recipe() -> str:
+    """The shell block under the instructors' page's JupyterHub heading."""
+    text = (BOOK / "instructors.md").read_text()
+    section = text.split("### JupyterHub", 1)[1]
+    return re.search(r"```bash\n(.*?)```", section, re.S)[1]
+
+
+STUDENT_ENV = ROOT / "_build" / "student-env"  # the recipe's environment, kept while requirements.txt is unchanged
+
+
+def student_env() -> Path:
+    """The folder the recipe's venv goes into: emptied whenever the student requirements changed.
+
+    The first run pays for the venv (pip installs every student package, from local wheels and pip's cache:
+    minutes); later runs execute the same recipe, pip finds everything installed, and only the clone,
+    ``npm ci``, the editable attnlib and chapter 6 cost time.
+    """
+    stamp = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in ("requirements.txt", "pyproject.toml")))
+    marker = STUDENT_ENV / ".requirements-sha256"
+    if not marker.is_file() or marker.read_text() != stamp.hexdigest():
+        shutil.rmtree(STUDENT_ENV, ignore_errors=True)
+        STUDENT_ENV.mkdir(parents=True)
+        marker.write_text(stamp.hexdigest())
+    return STUDENT_ENV / "env"
+
+
+@pytest.mark.slow
+def test_jupyterhub_recipe_runs_chapter_6_with_its_views(tmp_path):
+    """The recipe's commands, verbatim but for the folders, then chapter 6 in the environment they made.
+
+    The repository is cloned from this checkout's HEAD (commit first); HOME is empty, so the views can only
+    find their JavaScript where the recipe put it.
+    """
+    env_dir = student_env()
+    commands = recipe().replace("/opt/attention-step-by-step", str(tmp_path / "clone"))
+    commands = commands.replace("/opt/attention-env", str(env_dir))
+    commands = commands.replace(REPOSITORY_URL, str(ROOT))
+    commands = commands.replace("--prefix /usr/local", f"--prefix {tmp_path / 'jupyter'}")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "PIP_CACHE_DIR": str(Path.home() / ".cache" / "pip"),
+           "npm_config_cache": str(Path.home() / ".npm"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("ATTNLIB_NODE_MODULES", None)
+    started = time.perf_counter()
+    done = subprocess.run(["bash", "-euxo", "pipefail", "-c", commands], capture_output=True, text=True,
+                          timeout=1800, check=False, env=env)
+    assert done.returncode == 0, f"the recipe failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    recipe_s = time.perf_counter() - started
+    python = env_dir / "bin" / "python"
+    tools = subprocess.run([python, "-c", "import importlib.util as u; print([m for m in ('nbgrader', 'pytest', "
+                            "'jupyter_book', 'selenium', 'ruff') if u.find_spec(m)])"],
+                           capture_output=True, text=True, check=True)
+    assert tools.stdout.strip() == "[]", f"tools in the students' environment: {tools.stdout}"
+    assert any((tmp_path / "jupyter" / "share" / "jupyter" / "kernels").glob("*/kernel.json")), "no kernel registered"
+    chapter = tmp_path / "clone" / "book" / "06_real_model.ipynb"
+    run = subprocess.run([python, "-m", "nbconvert", "--to", "notebook", "--execute", "--output", "executed.ipynb",
+                          "--ExecutePreprocessor.timeout=600", str(chapter)],
+                         capture_output=True, text=True, timeout=900, check=False, env=env)
+    assert run.returncode == 0, f"chapter 6 failed in the students' environment:\n{run.stderr[-3000:]}"
+    executed = (chapter.parent / "executed.ipynb").read_text()
+    assert "https://d3js.org v5.7.0" in executed and "jQuery v2.2.4" in executed, "the views inline their JavaScript"
+    assert "cdnjs" not in executed
+    print(f"recipe {recipe_s:.0f} s, chapter 6 {time.perf_counter() - started - recipe_s:.0f} s")

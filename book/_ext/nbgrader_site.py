@@ -1,66 +1,161 @@
-"""Sphinx extension: show nbgrader exercises cleanly on the website.
+"""Sphinx extension: the two editions of the website, from the chapters' nbgrader exercises.
 
-The chapters write exercises in nbgrader's format (CONTRIBUTING.md). The reference answer sits
-between ``### BEGIN SOLUTION`` / ``### END SOLUTION`` lines, and grading-only checks between
-``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``. On the website a reader should see a plain
-function with its (collapsed, ``hide-input``) solution and the tests they can run themselves, so
-this extension rewrites every rendered code cell's source:
+The chapters write exercises in nbgrader's format (CONTRIBUTING.md): reference answers between
+``### BEGIN SOLUTION`` / ``### END SOLUTION`` lines, grading-only checks between ``### BEGIN HIDDEN
+TESTS`` / ``### END HIDDEN TESTS``, written answers as graded markdown cells. The environment variable
+``ATTNLIB_EDITION`` (``make book EDITION=instructor``) picks the edition:
 
-* the solution marker lines are dropped; the solution code stays (collapsed by the cell's tag);
-* hidden-test regions are dropped whole, markers included. They exist so that a grader checks
-  cases the student did not see; on the page they would add noise below every exercise and show
-  a class the grading cases. They are no secret (the repository and the page's own .ipynb
-  download have them); the student release made by ``make student`` is what withholds them.
+* ``student`` (the default, and what the publish workflow deploys): every solution region becomes the
+  stub nbgrader hands out (``raise NotImplementedError()``) and its cell's outputs go; hidden tests are
+  dropped whole; a written answer cell becomes a line saying it is graded by hand. The ``.ipynb``
+  download of a chapter is replaced by the student release ``course/release/<chapter>.ipynb`` (made by
+  ``python -m course publish``), and the Colab and Binder buttons open that file in the repository.
+* ``instructor``: solutions stay (collapsed by the cells' ``hide-input`` tag) with their rubrics; the
+  hidden tests stay, under a comment saying the student release leaves them out; only the marker lines
+  go. Host it privately: its downloads and launch buttons are the instructor notebooks.
 
-Only what the page shows changes: the notebook itself, its ``.ipynb`` download and the launch
-buttons are untouched. Registered in ``_config.yml`` under ``sphinx: local_extensions``.
+Registered in ``_config.yml`` under ``sphinx: local_extensions``.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+from pathlib import Path
+
 from docutils import nodes
 from sphinx.application import Sphinx
+from sphinx.util import logging
 
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
 HIDDEN_END = "### END HIDDEN TESTS"
+EDITIONS = ("student", "instructor")
+STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")  # what nbgrader's release puts in place
+HIDDEN_NOTE = "# Hidden tests: graded, left out of the student release"
+WRITTEN_STUB = ("*Written answer: graded by hand. Write it in the chapter's notebook (download it above, or "
+                "open it on Colab or Binder).*")
+RELEASE = Path(__file__).resolve().parents[2] / "course" / "release"
+LOGGER = logging.getLogger(__name__)
 
 
-def strip_nbgrader_markers(source: str) -> str:
-    """Code cell source without solution marker lines and without hidden-test regions."""
-    kept, hidden = [], False
+def edition() -> str:
+    """``student`` or ``instructor``, from ``ATTNLIB_EDITION`` (empty means student)."""
+    name = os.environ.get("ATTNLIB_EDITION", "") or "student"
+    if name not in EDITIONS:
+        raise ValueError(f"expected ATTNLIB_EDITION in {EDITIONS}, got {name!r}")
+    return name
+
+
+def strip_nbgrader_markers(source: str, which: str = "student") -> str:
+    """A code cell's source as the edition shows it (see the module docstring)."""
+    kept, hidden, solution = [], False, False
     for line in source.splitlines():
-        marker = line.strip()
+        marker, indent = line.strip(), line[: len(line) - len(line.lstrip())]
         if marker == HIDDEN_BEGIN:
             hidden = True
+            kept += [indent + HIDDEN_NOTE] if which == "instructor" else []
         elif marker == HIDDEN_END:
             hidden = False
-        elif not hidden and marker not in SOLUTION_MARKERS:
+        elif marker == SOLUTION_MARKERS[0]:
+            solution = True
+            kept += [indent + s for s in STUB] if which == "student" else []
+        elif marker == SOLUTION_MARKERS[1]:
+            solution = False
+        elif which == "instructor" or not (hidden or solution):
             kept.append(line)
     while kept and not kept[-1].strip():
         kept.pop()
     return "\n".join(kept)
 
 
-def _code_sources(doctree: nodes.document):
-    """The literal blocks myst-nb renders for notebook code cell sources."""
+def _is_written_answer(cell: dict) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.get("cell_type") == "markdown" and bool(meta.get("solution"))
+
+
+def student_markdown(notebook_json: str) -> str:
+    """The notebook's JSON with each written answer cell's text replaced by ``WRITTEN_STUB``."""
+    nb = json.loads(notebook_json)
+    for cell in nb.get("cells", []):
+        if _is_written_answer(cell):
+            cell["source"] = WRITTEN_STUB
+    return json.dumps(nb)
+
+
+def hide_written_answers(app: Sphinx, docname: str, source: list[str]) -> None:
+    """``source-read`` handler: the student edition has no model answers (markdown is never executed)."""
+    if edition() == "student" and app.env.doc2path(docname).endswith(".ipynb"):
+        source[0] = student_markdown(source[0])
+
+
+def _code_cells(doctree: nodes.document):
+    """``(cell container, source literal block)`` for every notebook code cell myst-nb rendered."""
     for container in doctree.findall(nodes.container):
-        if container.get("nb_element") == "cell_code_source":
-            yield from container.findall(nodes.literal_block)
+        if container.get("nb_element") == "cell_code":
+            for inner in container.findall(nodes.container):
+                if inner.get("nb_element") == "cell_code_source":
+                    yield container, next(iter(inner.findall(nodes.literal_block)))
 
 
-def strip_markers_from_doctree(app: Sphinx, doctree: nodes.document) -> None:
-    """``doctree-read`` handler: rewrite code cells that carry nbgrader markers."""
-    for block in _code_sources(doctree):
+def rewrite_exercise_cells(app: Sphinx, doctree: nodes.document) -> None:
+    """``doctree-read`` handler: rewrite code cells that carry nbgrader markers for the edition."""
+    which = edition()
+    for cell, block in list(_code_cells(doctree)):
         text = block.astext()
         if "### BEGIN " not in text and "### END " not in text:
             continue
-        cleaned = strip_nbgrader_markers(text)
+        cleaned = strip_nbgrader_markers(text, which)
         block.rawsource = cleaned
         block[:] = [nodes.Text(cleaned)]
+        if which == "student" and SOLUTION_MARKERS[0] in text:
+            for output in [c for c in cell.children if c.get("nb_element") == "cell_code_output"]:
+                cell.remove(output)
+
+
+def _chapter_stem(pagename: str) -> str | None:
+    """``book/07_at_scale`` -> ``07_at_scale`` when the page is a chapter, else None."""
+    stem = pagename.rsplit("/", 1)[-1]
+    return stem if stem[:2].isdigit() and stem[2:3] == "_" else None
+
+
+def student_launch_buttons(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """``html-page-context`` (after sphinx-book-theme's): Colab and Binder open the student release."""
+    stem = _chapter_stem(pagename)
+    if edition() != "student" or stem is None:
+        return
+    if not (RELEASE / f"{stem}.ipynb").is_file():
+        LOGGER.warning(f"expected the student release {RELEASE / stem}.ipynb: run `make student` and commit it")
+        return
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            if button.get("url", "").startswith("http"):  # Colab, Binder, JupyterHub; not the download
+                button["url"] = button["url"].replace(f"{pagename}.ipynb", f"course/release/{stem}.ipynb")
+
+
+def student_downloads(app: Sphinx, exception) -> None:
+    """``build-finished``: each chapter's ``.ipynb`` download is the student release."""
+    if exception is not None or edition() != "student" or app.builder.format != "html":
+        return
+    for source in sorted(Path(app.outdir, "_sources").rglob("*.ipynb")):
+        release = RELEASE / source.name
+        if _chapter_stem(source.stem) and release.is_file():
+            shutil.copyfile(release, source)
+
+
+def _record_edition(app: Sphinx, config) -> None:
+    """``config-inited``: the edition as an ``env`` config value, so switching it re-reads every page."""
+    config.nbgrader_site_edition = edition()
 
 
 def setup(app: Sphinx) -> dict:
-    """Register the doctree rewrite."""
-    app.connect("doctree-read", strip_markers_from_doctree)
-    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
+    """Register the edition's rewrites."""
+    edition()  # fail early on an unknown edition
+    app.add_config_value("nbgrader_site_edition", "student", "env")
+    app.connect("config-inited", _record_edition)
+    app.connect("source-read", hide_written_answers)
+    app.connect("doctree-read", rewrite_exercise_cells)
+    app.connect("html-page-context", student_launch_buttons, priority=600)
+    app.connect("build-finished", student_downloads)
+    return {"version": "2.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,161 @@
+"""Student notebooks without book-only markup: what Jupyter Book renders, plain Markdown renders too.
+
+The chapters are written for Jupyter Book (MyST): labelled equations ``$$ ... $$ (eq-x)``,
+references {eq}`eq-x`, citations {cite}`ch7-key`, a ``{bibliography}`` directive and admonition
+fences. JupyterLab without jupyterlab-myst, Colab and nbgrader's formgrader show those raw, so the
+student release gets plain Markdown instead:
+
+* a labelled equation gets MathJax's ``\\tag{N.k}`` (chapter N, k-th labelled equation), and every
+  {eq}`eq-x` becomes ``(N.k)``, with a link to the chapter's notebook when it is another chapter's;
+* {cite}`ch7-dao2022flashattention` becomes ``(Dao et al., 2022)``, and the ``{bibliography}``
+  directive a plain list of the entries the notebook cites (from ``book/references.bib``);
+* admonitions (```` ```{warning} ````, ``:::{note}``) become block quotes with their title in bold;
+* a glued number ({glue:text}`name:.2f`, myst-nb's ``glue``) becomes the value stored in the outputs;
+* the saved widget state (``metadata.widgets``) is dropped: the outputs it belonged to are gone.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from pathlib import Path
+
+import latexcodec  # noqa: F401 - registers the "ulatex" codec used by _plain
+import nbformat
+from pybtex.database import parse_file
+
+LABELLED = re.compile(r"(\$\$)(?P<body>.*?)\$\$[ \t]*\((?P<label>eq-[\w-]+)\)", re.S)
+EQ_REF = re.compile(r"\{eq\}`(?P<label>[^`]+)`")
+CITE = re.compile(r"\{cite(?::\w+)?\}`(?P<keys>[^`]+)`")
+GLUE = re.compile(r"\{glue(?::(?:text|md|any)?)?\}`(?P<name>[^`:]+)(?::(?P<spec>[^`]+))?`")
+KEY_PREFIX = re.compile(r"^ch\d+-")
+FENCE = re.compile(r"^(?P<fence>```+|:::+)\s*\{(?P<name>[\w-]+)\}[ \t]*(?P<arg>.*?)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
+                   re.S | re.M)
+OPTION = re.compile(r"^:[\w-]+:.*$\n?", re.M)
+
+
+def chapter_number(stem: str) -> str:
+    """``07_at_scale`` -> ``7``."""
+    return str(int(stem.split("_", 1)[0]))
+
+
+def equation_numbers(notebooks: dict[str, nbformat.NotebookNode]) -> dict[str, tuple[str, str]]:
+    """``{label: (stem, "N.k")}`` for every labelled equation of every chapter, in order of appearance."""
+    numbers = {}
+    for stem, nb in notebooks.items():
+        k = 0
+        for cell in nb.cells:
+            if cell.cell_type != "markdown":
+                continue
+            for match in LABELLED.finditer(cell.source):
+                k += 1
+                numbers[match["label"]] = (stem, f"{chapter_number(stem)}.{k}")
+    return numbers
+
+
+def _plain(latex: str) -> str:
+    """BibTeX field text as plain text: accents decoded, braces dropped (math between $ signs kept)."""
+    parts = re.split(r"(\$[^$]*\$)", latex)
+    text = "".join(p if p.startswith("$") else codecs.decode(p, "ulatex").replace("{", "").replace("}", "")
+                   for p in parts)
+    return " ".join(text.split())
+
+
+class Bibliography:
+    """Author-year citations and a plain reference list from a BibTeX file."""
+
+    def __init__(self, bibfile: Path):
+        self.entries = parse_file(str(bibfile)).entries
+
+    def _entry(self, key: str):
+        bare = KEY_PREFIX.sub("", key.strip())
+        if bare not in self.entries:
+            raise KeyError(f"expected citation key {bare!r} in references.bib, got no such entry")
+        return self.entries[bare]
+
+    def cite(self, key: str) -> str:
+        """``Dao et al., 2022`` (one or two authors by name)."""
+        entry = self._entry(key)
+        last = [_plain(" ".join(p.last_names)) for p in entry.persons.get("author", [])]
+        who = last[0] + (" et al." if len(last) > 2 else f" and {last[1]}" if len(last) == 2 else "")
+        return f"{who}, {entry.fields.get('year', 'n.d.')}"
+
+    def reference(self, key: str) -> str:
+        """One reference: authors (year). Title. Venue."""
+        entry = self._entry(key)
+        authors = "; ".join(_plain(str(p)) for p in entry.persons.get("author", []))
+        venue = entry.fields.get("booktitle") or entry.fields.get("journal") or ""
+        text = f"{authors} ({entry.fields.get('year', 'n.d.')}). {_plain(entry.fields.get('title', ''))}."
+        text += f" *{_plain(venue)}*." if venue else ""
+        url = entry.fields.get("url") or (f"https://doi.org/{entry.fields['doi']}" if "doi" in entry.fields else "")
+        return text + (f" <{url}>" if url else "")
+
+
+def _eq_ref(label: str, stem: str, numbers: dict) -> str:
+    if label not in numbers:
+        raise KeyError(f"expected a labelled equation {label!r} in some chapter, got none")
+    where, number = numbers[label]
+    return f"({number})" if where == stem else f"([{number}]({where}.ipynb))"
+
+
+def _admonition(match: re.Match, bibliography_list: str) -> str:
+    name, arg, body = match["name"], match["arg"].strip(), OPTION.sub("", match["body"]).strip()
+    if name == "bibliography":
+        return bibliography_list
+    title = arg or name.capitalize()
+    quoted = "\n".join(f"> {line}" if line else ">" for line in body.splitlines())
+    return f"> **{title}**\n>\n{quoted}"
+
+
+def cited_keys(nb) -> list[str]:
+    """Every key the notebook cites, in order of first citation."""
+    keys = [key.strip() for cell in nb.cells if cell.cell_type == "markdown"
+            for match in CITE.finditer(cell.source) for key in match["keys"].split(",")]
+    return list(dict.fromkeys(keys))
+
+
+def glued_values(nb) -> dict[str, str]:
+    """``{name: text}`` of every value the notebook glued (myst-nb's ``glue``), from its stored outputs."""
+    values = {}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            data = output.get("data", {})
+            if name is not None:
+                values[name] = data.get("text/markdown") or data.get("text/plain", "")
+    return values
+
+
+def _glue(match: re.Match, values: dict[str, str]) -> str:
+    name, spec = match["name"].strip(), match["spec"]
+    if name not in values:
+        raise KeyError(f"expected a glued value {name!r} in the notebook's outputs, got none (execute it)")
+    text = values[name].strip().strip("'\"")
+    if spec:
+        try:
+            return format(float(text), spec)
+        except ValueError:
+            return text
+    return text
+
+
+def plain_markdown(source: str, stem: str, numbers: dict, bib: Bibliography, bibliography_list: str,
+                   glued: dict[str, str] | None = None) -> str:
+    """One markdown cell's source with the book-only markup replaced (see the module docstring)."""
+    source = GLUE.sub(lambda m: _glue(m, glued or {}), source)
+    source = LABELLED.sub(lambda m: f"$${m['body'].rstrip()} \\tag{{{numbers[m['label']][1]}}}\n$$", source)
+    source = EQ_REF.sub(lambda m: _eq_ref(m["label"], stem, numbers), source)
+    source = CITE.sub(lambda m: "(" + "; ".join(bib.cite(k) for k in m["keys"].split(",")) + ")", source)
+    return FENCE.sub(lambda m: _admonition(m, bibliography_list), source)
+
+
+def student_notebook(nb, stem: str, numbers: dict, bib: Bibliography):
+    """A copy of chapter ``nb`` in plain Markdown, without widget state (nbgrader metadata untouched)."""
+    nb = nbformat.from_dict(nb)
+    references = "\n".join(f"- {bib.reference(key)}" for key in cited_keys(nb))
+    glued = glued_values(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = plain_markdown(cell.source, stem, numbers, bib, references, glued)
+    nb.metadata.pop("widgets", None)
+    return nb

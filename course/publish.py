@@ -1,0 +1,31 @@
+"""The student edition's notebooks: ``course/release/<assignment>.ipynb``, committed to the repository.
+
+The published website is the student edition (book/_ext/nbgrader_site.py): its ``.ipynb`` download is
+this folder's notebook, and its Colab and Binder buttons open this folder's notebook from the
+repository, so they must be in it. ``python -m course publish`` (``make student``) regenerates them
+from the chapters with nbgrader; ``tests/test_course.py`` fails when a committed one is out of date.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from course.nbgrader_course import release
+
+RELEASE_DIR = Path(__file__).resolve().parent / "release"
+
+
+def publish(book: Path, root: Path, target: Path = RELEASE_DIR) -> list[Path]:
+    """Copy every released notebook of the course ``root`` to ``target``; remove ones of gone chapters."""
+    released = release(book, root)
+    target.mkdir(parents=True, exist_ok=True)
+    names = {path.name for path in released}
+    for stale in target.glob("*.ipynb"):
+        if stale.name not in names:
+            stale.unlink()
+    copies = []
+    for path in released:
+        copies.append(target / path.name)
+        shutil.copyfile(path, copies[-1])
+    return copies
