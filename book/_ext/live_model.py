@@ -102,7 +102,10 @@ def write_live_files(app: Sphinx) -> None:
     _copy(Path(report["path"]), outdir / LIVE_DIR / live.MODEL_FILE)
     for name, data in live.tokenizer_files().items():
         _write(outdir / LIVE_DIR / name, json.dumps(data, ensure_ascii=False, separators=(",", ":")))
-    _write(outdir / LIVE_DIR / "bertviz-views.js", live.bertviz_script())
+    views = Path(report["path"]).parent / f"bertviz-views-{report['key']}.js"  # importing bertviz takes a second
+    if not views.is_file():
+        views.write_text(live.bertviz_script(), encoding="utf-8")
+    _copy(views, outdir / LIVE_DIR / "bertviz-views.js")
     _copy(SOURCE / SCRIPT, outdir / LIVE_DIR / SCRIPT)
     app.config._attnlib_live_manifest = manifest(outdir, report)  # noqa: SLF001 - read by add_page_script
     logger.info(f"live_model: {report['precision']} weights, {report['bytes'] / 1e6:.1f} MB, "

@@ -108,8 +108,7 @@
     ]);
     ort.env.wasm.numThreads = 1; // single-threaded: no cross-origin isolation or special headers needed
     ort.env.wasm.proxy = false;
-    ort.env.wasm.wasmBinary = wasm; // downloaded above from this site; the runtime fetches nothing itself
-    ort.env.wasm.wasmPaths = siteUrl(manifest.files.wasm.url.replace(/[^/]*$/, ''));
+    ort.env.wasm.wasmBinary = wasm; // downloaded above from this site; the bundle carries its own glue code
     const session = await ort.InferenceSession.create(model, { executionProviders: ['wasm'] });
     const tokenizer = new tokenizers.Tokenizer(tokenizerJson, tokenizerConfig);
     timings.loadMs = performance.now() - started;
@@ -267,13 +266,39 @@
     drawTable(parts, result);
   }
 
+  /**
+   * Run ``step`` with the theme's Font Awesome mutation observer paused. It looks for icons in every node
+   * added to the page, once per d3 append: 2 s of a 3 s redraw before this. It watches again afterwards.
+   */
+  function withoutIconWatch(step) {
+    const icons = window.FontAwesome;
+    const pausable = icons && typeof icons.noAuto === 'function' && icons.dom && typeof icons.dom.watch === 'function' &&
+      icons.config && icons.config.observeMutations;
+    if (!pausable) { step(); return; }
+    icons.noAuto();
+    try {
+      step();
+    } finally {
+      icons.dom.watch();
+    }
+  }
+
   async function draw(parts, result) {
+    const started = performance.now();
     const libraries = await bertvizLibraries();
+    timings.librariesMs = performance.now() - started;
     parts.tokens.textContent = result.tokens.join('  ');
-    drawBertviz('head', parts.head, result.tokens, result.attentions, libraries);
-    drawBertviz('model', parts.model, result.tokens, result.attentions, libraries);
-    setUpTable(parts, result);
-    parts.output.hidden = false;
+    parts.output.hidden = false; // BertViz measures its text: draw into a shown element
+    const timed = (name, step) => {
+      const begun = performance.now();
+      step();
+      timings[name] = performance.now() - begun;
+    };
+    withoutIconWatch(() => {
+      timed('headViewMs', () => drawBertviz('head', parts.head, result.tokens, result.attentions, libraries));
+      timed('modelViewMs', () => drawBertviz('model', parts.model, result.tokens, result.attentions, libraries));
+      timed('tableMs', () => setUpTable(parts, result));
+    });
   }
 
   // --- the section on the page --------------------------------------------------------------------
@@ -307,7 +332,9 @@
           `reads at most ${manifest.max_positions} positions, so only the first ${manifest.max_positions - 2} ` +
           'tokens were used.';
       }
+      const drawing = performance.now();
       await draw(parts, result);
+      timings.drawMs = performance.now() - drawing;
       timings.runToDrawnMs = performance.now() - clicked;
       timings.loadedBefore = wasLoaded;
       say(parts, `Computed in your browser: ${result.attentions.length} layers × ` +
