@@ -297,6 +297,8 @@ def test_long_input_is_truncated_to_512_positions_and_says_so(page):
     probe, _ = _run_in_page(driver, text)
     assert probe["state"] == "drawn", probe["status"]
     assert "512" in probe["note"] and "first 510" in probe["note"]
+    assert probe["tableRows"] == 1 + 12 and probe["modelThumbnails"] == 0  # too many lines to draw: it says so
+    assert "up to" in driver.find_element("id", "attnlib-live-model").text
     picks = [[0, 0, 0], [2, 4, 100], [5, 11, 511]]
     result = driver.execute_async_script(ATTEND_ROWS, text, picks)
     tokens, expected = live.eager_attention(text)  # transformers' truncation to 512

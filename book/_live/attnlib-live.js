@@ -19,6 +19,8 @@
   const siteRoot = new URL('../../', here); // this file is <site>/_static/_live/attnlib-live.js
   const ROOT_PLACEHOLDER = 'attnlib-live-root';
   const MB = 1e6;
+  // BertViz draws L * L lines per head: 12 heads of one layer in the head view, all 72 in the model view
+  const VIEW_LIMITS = { head: 128, model: 40 };
   const memory = { runtime: null, loading: null };
   const timings = {};
   let viewCount = 0;
@@ -294,9 +296,19 @@
       step();
       timings[name] = performance.now() - begun;
     };
+    const view = (kind) => {
+      const container = parts[kind];
+      if (result.tokens.length > VIEW_LIMITS[kind]) { // one SVG line per (head, query, key): too many to draw
+        container.replaceChildren(cell('p', `The ${kind} view is drawn for up to ${VIEW_LIMITS[kind]} tokens ` +
+          `(it draws a line for every pair of tokens in every head shown); this text has ` +
+          `${result.tokens.length}. The table below shows the weights.`));
+        return;
+      }
+      drawBertviz(kind, container, result.tokens, result.attentions, libraries);
+    };
     withoutIconWatch(() => {
-      timed('headViewMs', () => drawBertviz('head', parts.head, result.tokens, result.attentions, libraries));
-      timed('modelViewMs', () => drawBertviz('model', parts.model, result.tokens, result.attentions, libraries));
+      timed('headViewMs', () => view('head'));
+      timed('modelViewMs', () => view('model'));
       timed('tableMs', () => setUpTable(parts, result));
     });
   }
