@@ -119,6 +119,23 @@ def test_script_json_cannot_close_a_script():
     assert json.loads(text) == {"t": "</script><b>&"}
 
 
+SECTION = bu.REPO / "book" / "_live" / "section.md"
+PARTS = ("text", "run", "progress", "status", "note", "output", "tokens", "head", "model", "layer", "query", "grid")
+
+
+def test_chapter_6_holds_the_live_section_with_every_part_the_script_uses():
+    notebook = json.loads((bu.REPO / "book" / "06_real_model.ipynb").read_text(encoding="utf-8"))
+    cells = [cell for cell in notebook["cells"] if cell.get("id") == "live-model"]
+    assert len(cells) == 1 and cells[0]["cell_type"] == "markdown"
+    text = SECTION.read_text(encoding="utf-8")
+    assert "".join(cells[0]["source"]) == text  # book/_live/section.md is the cell, for re-insertion
+    script = (bu.REPO / "book" / "_live" / "attnlib-live.js").read_text(encoding="utf-8")
+    assert 'id="attnlib-live"' in text
+    for part in PARTS:
+        assert text.count(f'id="attnlib-live-{part}"') == 1 and f"get('{part}')" in script
+    assert "\n\n" not in text[text.index("<div"):]  # one raw HTML block: a blank line would end it
+
+
 # --- the page in a browser ---------------------------------------------------------------------------
 
 ATTEND = """
@@ -237,12 +254,13 @@ def test_sentences_typed_in_the_page_match_transformers(page, capsys):
         assert probe["state"] == "drawn", probe["status"]
         errors[text] = _compare(driver, text)
     worst = max(errors.values())
+    steps = {k: round(v) for k, v in again["timings"].items() if k.endswith(("ViewMs", "tableMs", "librariesMs"))}
     with capsys.disabled():
         print(f"\nlive model: first Run to drawn {load_s:.2f} s (download + start of runtime and model "
               f"{load_ms:.0f} ms); Run to drawn for the 12-word sentence, model loaded: {run_s * 1000:.0f} ms "
               f"(page's own timer {again['timings']['runToDrawnMs']:.0f} ms, of which the model "
               f"{again['timings']['runMs']:.0f} ms and the drawing {again['timings']['drawMs']:.0f} ms: "
-              f"{ {k: round(v) for k, v in again['timings'].items() if k.endswith(('ViewMs', 'tableMs', 'librariesMs'))} }); "
+              f"{steps}); "
               f"max |browser - transformers| "
               f"over {len(errors)} sentences: {worst:.2e}")
     assert worst <= live.TOLERANCE, errors
