@@ -1,0 +1,348 @@
+"""Chapter 6's live model: the ONNX export (``attnlib.live``) and the page that runs it in the browser.
+
+The unit tests build small ONNX graphs by hand. The browser tests read the built site (``make book``;
+``ATTNLIB_SITE_HTML`` points at another build), serve it on 127.0.0.1, type sentences into chapter 6's
+live section in headless Chromium and compare ``window.attnlibLive.attend`` with transformers'
+``output_attentions`` computed here, on every layer and head.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import browser_utils as bu
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from attnlib import live
+
+SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
+PAGE = "book/06_real_model.html"
+PAGE_BUDGET_BYTES = 1_500_000  # tests/test_site.py's budget: a page and all it loads, transferred (gzip)
+HELD_OUT = (  # not among the sentences the build chose the precision on
+    "Colorless green ideas sleep furiously.",
+    "I saw the man with the telescope on the hill yesterday evening.",
+)
+
+
+# --- the export's pieces, on small graphs ------------------------------------------------------------
+
+
+def _scores_graph(seed: int = 0):
+    """x (2, 4) -> LayerNorm -> x Wq, x Wk -> softmax(q kᵀ) and a value path x Wv: a float32 model."""
+    rng = np.random.default_rng(seed)
+    weights = {name: rng.standard_normal((4, 4)).astype(np.float32) * 0.5 for name in ("wq", "wk", "wv")}
+    inits = [numpy_helper.from_array(w, name) for name, w in weights.items()]
+    inits += [numpy_helper.from_array(np.ones(4, np.float32), "gamma"),
+              numpy_helper.from_array(np.zeros(4, np.float32), "beta")]
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["h"]),
+        helper.make_node("MatMul", ["h", "wq"], ["q"]),
+        helper.make_node("MatMul", ["h", "wk"], ["k"]),
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[1, 0]),
+        helper.make_node("MatMul", ["q", "kt"], ["s"]),
+        helper.make_node("Softmax", ["s"], ["a"], axis=-1),
+        helper.make_node("MatMul", ["h", "wv"], ["v"]),
+    ]
+    graph = helper.make_graph(nodes, "scores", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 2]),
+                               helper.make_tensor_value_info("v", TensorProto.FLOAT, [2, 4])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def _run(proto, x):
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})
+
+
+def test_score_inputs_are_the_weights_behind_the_softmax():
+    assert live.score_inputs(_scores_graph()) == {"wq", "wk"}
+
+
+def test_half_weights_store_float16_and_compute_float32():
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    full = _run(_scores_graph(), x)
+    half = live._half_weights(_scores_graph(), keep={"wq"}, min_elements=4)
+    stored = {init.name: init.data_type for init in half.graph.initializer}
+    assert stored["wq"] == TensorProto.FLOAT and stored["wk__half"] == TensorProto.FLOAT16
+    assert stored["wv__half"] == TensorProto.FLOAT16 and stored["gamma__half"] == TensorProto.FLOAT16
+    out = _run(half, x)
+    assert all(o.dtype == np.float32 for o in out)
+    for got, want in zip(out, full, strict=True):  # float16 keeps ~3 decimal digits of each weight
+        np.testing.assert_allclose(got, want, atol=5e-3)
+
+
+def test_every_precision_is_known_and_unknown_ones_are_refused(tmp_path):
+    assert "float32" in live.PRECISIONS and "float16" in live.PRECISIONS
+    with pytest.raises(ValueError, match="expected a precision in"):
+        live.write_precision(tmp_path / "x.onnx", "int3", tmp_path / "y.onnx")
+
+
+def test_build_model_reuses_a_cached_file(tmp_path, monkeypatch):
+    model = tmp_path / live.MODEL_FILE
+    model.write_bytes(b"0" * 10)
+    report = {"precision": "float16", "bytes": 10, "max_error": 1e-4, "tolerance": 1e-3, "key": live.cache_key()}
+    (tmp_path / live.REPORT_FILE).write_text(json.dumps(report))
+    monkeypatch.setattr(live, "export_float32", lambda path: pytest.fail("exported although cached"))
+    assert live.build_model(tmp_path)["path"] == str(model)
+
+
+def test_tokenizer_files_drop_the_fixed_padding():
+    files = live.tokenizer_files()
+    assert files["tokenizer.json"]["truncation"] is None and files["tokenizer.json"]["padding"] is None
+    assert len(files["tokenizer.json"]["model"]["vocab"]) == 30522
+    assert files["tokenizer_config.json"]["do_lower_case"] is True
+
+
+def test_bertviz_templates_are_offline_functions():
+    for kind in ("head", "model"):
+        template = live.bertviz_template(kind)
+        assert template["markup"].count(f'id="{live.ROOT_PLACEHOLDER}"') == 1
+        code = re.sub(r"/\*.*?\*/", "", template["draw"], count=1, flags=re.DOTALL)  # BertViz's header comment
+        assert code.strip().startswith("function ($, d3, params) {") and code.rstrip().endswith("}")
+        assert "cdnjs" not in template["draw"] and "requirejs" not in template["draw"]
+        assert "PYTHON_PARAMS" not in template["draw"] and "const params" not in template["draw"]
+        assert "attention" not in template["params"]
+    with pytest.raises(ValueError, match="expected kind"):
+        live.bertviz_template("neuron")
+
+
+def test_script_json_cannot_close_a_script():
+    text = live.script_json({"t": "</script><b>&"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"t": "</script><b>&"}
+
+
+SECTION = bu.REPO / "book" / "_live" / "section.md"
+PARTS = ("text", "run", "progress", "status", "note", "output", "tokens", "head", "model", "layer", "query", "grid")
+
+
+def test_chapter_6_holds_the_live_section_with_every_part_the_script_uses():
+    notebook = json.loads((bu.REPO / "book" / "06_real_model.ipynb").read_text(encoding="utf-8"))
+    cells = [cell for cell in notebook["cells"] if cell.get("id") == "live-model"]
+    assert len(cells) == 1 and cells[0]["cell_type"] == "markdown"
+    text = SECTION.read_text(encoding="utf-8")
+    assert "".join(cells[0]["source"]) == text  # book/_live/section.md is the cell, for re-insertion
+    script = (bu.REPO / "book" / "_live" / "attnlib-live.js").read_text(encoding="utf-8")
+    assert 'id="attnlib-live"' in text
+    for part in PARTS:
+        assert text.count(f'id="attnlib-live-{part}"') == 1 and f"get('{part}')" in script
+    assert "\n\n" not in text[text.index("<div"):]  # one raw HTML block: a blank line would end it
+
+
+# --- the page in a browser ---------------------------------------------------------------------------
+
+ATTEND = """
+const [text, done] = [arguments[0], arguments[arguments.length - 1]];
+window.attnlibLive.attend(text).then(r => done({tokens: r.tokens, attentions: r.attentions,
+  positions: r.positions, truncated: r.truncated}), e => done({error: String(e && e.message || e)}));
+"""
+
+ATTEND_ROWS = """
+const [text, picks, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
+window.attnlibLive.attend(text).then(r => done({tokens: r.tokens, positions: r.positions, truncated: r.truncated,
+  layers: r.attentions.length, heads: r.attentions[0].length,
+  rows: picks.map(([l, h, q]) => r.attentions[l][h][q])}), e => done({error: String(e && e.message || e)}));
+"""
+
+PROBE = """
+const root = document.getElementById('attnlib-live');
+const q = s => root.querySelectorAll(s).length;
+return {state: root.dataset.state, status: document.getElementById('attnlib-live-status').textContent,
+  note: document.getElementById('attnlib-live-note').textContent,
+  tokens: document.getElementById('attnlib-live-tokens').textContent,
+  headLines: q('#attnlib-live-head svg line'), modelThumbnails: q('#attnlib-live-model rect.attn_background'),
+  tableRows: q('#attnlib-live-grid tr'), imgs: q('img'), scripts: q('script'),
+  timings: window.attnlibLive.timings};
+"""
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    if not (SITE / PAGE).is_file():
+        pytest.fail(f"expected the built site at {SITE} (run `make book`), got no {PAGE}", pytrace=False)
+    bu.require_chromium()
+    return SITE
+
+
+@pytest.fixture(scope="module")
+def page(site):
+    """Chapter 6 over loopback in one Chromium; yields (driver, requests made while the page loaded)."""
+    with bu.serve(site) as base_url, bu.chromium() as driver:
+        driver.set_script_timeout(300)
+        bu.performance_messages(driver)  # drop the browser's own start page
+        driver.get(base_url + PAGE)
+        messages = bu.wait_network_idle(driver)
+        driver.seen_messages = list(messages)
+        yield driver, bu.network_requests(messages)
+
+
+def _probe(driver) -> dict:
+    return driver.execute_script(PROBE)
+
+
+def _run_in_page(driver, text: str, timeout_s: float = 300) -> tuple[dict, float]:
+    """Type ``text`` into the box, press Run, wait for drawn/error; returns (probe, seconds from Run)."""
+    box = driver.find_element("id", "attnlib-live-text")
+    box.clear()
+    if text:
+        driver.execute_script("arguments[0].value = arguments[1].slice(0, -12);", box, text)
+        box.send_keys(text[-12:])  # typed keys, as a reader would (the start is set, to keep the test short)
+    started = time.monotonic()
+    driver.find_element("id", "attnlib-live-run").click()
+    deadline = started + timeout_s
+    while time.monotonic() < deadline:
+        probe = _probe(driver)
+        if probe["state"] in ("drawn", "error"):
+            return probe, time.monotonic() - started
+        time.sleep(0.05)
+    pytest.fail(f"expected the live section to finish within {timeout_s} s, got state {_probe(driver)['state']}")
+
+
+def _log(driver) -> list:
+    driver.seen_messages.extend(m for m in bu.performance_messages(driver) if m["method"].startswith("Network."))
+    return bu.network_requests(driver.seen_messages)
+
+
+def _compare(driver, text: str) -> float:
+    result = driver.execute_async_script(ATTEND, text)
+    assert "error" not in result, result
+    tokens, expected = live.eager_attention(text)
+    assert result["tokens"] == tokens
+    got = np.asarray(result["attentions"], dtype=np.float64)  # (N, H, L, L)
+    assert got.shape == expected.shape
+    return float(np.abs(got - expected).max())
+
+
+pytestmark_browser = pytest.mark.browser
+
+
+@pytestmark_browser
+def test_nothing_heavy_loads_before_run_and_the_page_stays_in_budget(page, capsys):
+    driver, requests = page
+    urls = [r.url for r in requests]
+    assert any("/_static/_live/attnlib-live.js" in u for u in urls)
+    assert not [u for u in urls if u.endswith((".onnx", ".wasm", ".mjs")) or "tokenizer" in u], urls
+    assert all(bu.is_loopback(u) for u in urls)
+    total = sum(r.transferred for r in requests)
+    own = sum(r.transferred for r in requests if "attnlib-live" in r.url)
+    with capsys.disabled():
+        print(f"\nchapter 6 before Run: {total / 1e6:.3f} MB transferred (budget {PAGE_BUDGET_BYTES / 1e6} MB); "
+              f"attnlib-live.js {own / 1e3:.1f} kB")
+    assert total < PAGE_BUDGET_BYTES
+    assert _probe(driver)["state"] == "ready"
+    assert "Nothing has been downloaded yet" in _probe(driver)["status"]
+
+
+@pytestmark_browser
+def test_sentences_typed_in_the_page_match_transformers(page, capsys):
+    driver, _ = page
+    first, load_s = _run_in_page(driver, live.TWELVE_WORDS)
+    assert first["state"] == "drawn", first["status"]
+    load_ms = first["timings"]["loadMs"]
+    again, run_s = _run_in_page(driver, live.TWELVE_WORDS)
+    assert again["state"] == "drawn" and again["timings"]["loadedBefore"] is True
+    errors = {}
+    for text in (*live.SENTENCES[:4], live.SENTENCES[-1], *HELD_OUT):
+        probe, _ = _run_in_page(driver, text)
+        assert probe["state"] == "drawn", probe["status"]
+        errors[text] = _compare(driver, text)
+    worst = max(errors.values())
+    steps = {k: round(v) for k, v in again["timings"].items() if k.endswith(("ViewMs", "tableMs", "librariesMs"))}
+    with capsys.disabled():
+        print(f"\nlive model: first Run to drawn {load_s:.2f} s (download + start of runtime and model "
+              f"{load_ms:.0f} ms); Run to drawn for the 12-word sentence, model loaded: {run_s * 1000:.0f} ms "
+              f"(page's own timer {again['timings']['runToDrawnMs']:.0f} ms, of which the model "
+              f"{again['timings']['runMs']:.0f} ms and the drawing {again['timings']['drawMs']:.0f} ms: "
+              f"{steps}); "
+              f"max |browser - transformers| "
+              f"over {len(errors)} sentences: {worst:.2e}")
+    assert worst <= live.TOLERANCE, errors
+
+
+@pytestmark_browser
+def test_views_draw(page):
+    driver, _ = page
+    probe, _ = _run_in_page(driver, live.TWELVE_WORDS)
+    n_tokens = len(live.eager_attention(live.TWELVE_WORDS)[0])
+    assert probe["headLines"] >= n_tokens * n_tokens  # one line per (query, key) for each selected head
+    assert probe["modelThumbnails"] == 6 * 12
+    assert probe["tableRows"] == 1 + 12  # the header and one row per head
+    driver.execute_script("const s = document.getElementById('attnlib-live-layer'); s.value = '2';"
+                          "s.dispatchEvent(new Event('change'));")
+    caption = driver.find_element("css selector", "#attnlib-live-grid caption").text
+    assert caption.startswith("Layer 2:")
+
+
+@pytestmark_browser
+def test_markup_in_a_sentence_is_text_and_never_runs(page):
+    driver, _ = page
+    before = _probe(driver)
+    probe, _ = _run_in_page(driver, live.MARKUP)
+    assert probe["state"] == "drawn", probe["status"]
+    shown = probe["tokens"].split()
+    assert {"<", ">", "/", "script", "alert", "im", "##g"} <= set(shown)
+    assert probe["imgs"] == before["imgs"] and probe["scripts"] == before["scripts"]
+    labels = driver.execute_script("return Array.from(document.querySelectorAll('#attnlib-live-head text'))"
+                                   ".map(t => t.textContent)")
+    assert "<" in labels and ">" in labels
+    assert driver.execute_script("return document.querySelector('#attnlib-live img, #attnlib-live-grid script')") \
+        is None
+    from selenium.common.exceptions import NoAlertPresentException  # noqa: PLC0415
+
+    with pytest.raises(NoAlertPresentException):
+        driver.switch_to.alert.text  # noqa: B018 - reading it raises when no alert() ran
+    assert not [r.url for r in _log(driver) if r.url.rstrip("/").endswith("/x")]
+
+
+@pytestmark_browser
+def test_empty_input_says_so(page):
+    driver, _ = page
+    probe, _ = _run_in_page(driver, "")
+    assert probe["state"] == "error" and "empty" in probe["status"]
+
+
+@pytestmark_browser
+def test_long_input_is_truncated_to_512_positions_and_says_so(page):
+    driver, _ = page
+    text = " ".join(["attention"] * 300 + ["is", "all", "you", "need"] * 60)
+    probe, _ = _run_in_page(driver, text)
+    assert probe["state"] == "drawn", probe["status"]
+    assert "512" in probe["note"] and "first 510" in probe["note"]
+    assert probe["tableRows"] == 1 + 12 and probe["modelThumbnails"] == 0  # too many lines to draw: it says so
+    assert "up to" in driver.find_element("id", "attnlib-live-model").text
+    picks = [[0, 0, 0], [2, 4, 100], [5, 11, 511]]
+    result = driver.execute_async_script(ATTEND_ROWS, text, picks)
+    tokens, expected = live.eager_attention(text)  # transformers' truncation to 512
+    assert result["truncated"] is True and result["positions"] > 512
+    assert result["tokens"] == tokens and len(tokens) == 512
+    for (layer, head, query), row in zip(picks, result["rows"], strict=True):
+        assert np.abs(np.asarray(row) - expected[layer, head, query]).max() <= live.TOLERANCE
+
+
+@pytestmark_browser
+def test_no_request_left_loopback(page):
+    driver, _ = page
+    requests = _log(driver)
+    assert any(r.url.endswith(".onnx") for r in requests)  # the tests above did run the model
+    assert [r.url for r in requests if not bu.is_loopback(r.url)] == []
+    assert [(r.url, r.status, r.error) for r in requests if r.error or (r.status or 200) >= 400] == []
+    assert bu.console_errors(driver) == []
+
+
+@pytestmark_browser
+def test_file_url_says_how_to_serve(site):
+    with bu.chromium() as driver:
+        driver.get((site / PAGE).resolve().as_uri())
+        probe = _probe(driver)
+        assert "make serve" in probe["status"]
+        driver.find_element("id", "attnlib-live-run").click()
+        time.sleep(0.5)
+        probe = _probe(driver)
+        assert probe["state"] == "error" and "make serve" in probe["status"]
