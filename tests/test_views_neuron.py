@@ -91,6 +91,16 @@ def test_accepts_numpy_and_starts_on_the_chosen_layer_and_head():
     assert (params["layer"], params["head"], params["display_mode"]) == (1, 2, "dark")
 
 
+def test_layer_labels_name_the_layers_passed():
+    q = vectors(layers=1)
+    params = params_of(neuron_view(q, q, HOSTILE, layer_labels=[4]).data)
+    assert params["layer_labels"] == [4]
+    assert params_of(neuron_view(vectors(), vectors(), HOSTILE).data)["layer_labels"] == [0, 1]
+    for bad in ([1, 2], "4", [True], [1.0]):
+        with pytest.raises(ValueError, match="expected layer_labels as 1 ints"):
+            neuron_view(q, q, HOSTILE, layer_labels=bad)
+
+
 def test_view_has_a_visible_button_and_labelled_selects():
     html = neuron_view(vectors(), vectors(seed=1), HOSTILE, include_libraries=False).data
     assert '<button type="button" class="attnlib-expand" aria-pressed="false">' in html
@@ -194,6 +204,19 @@ def test_browser_draws_hostile_tokens_as_text_offline(browser, tmp_path, with_re
     assert browser.execute_script(f"return document.querySelectorAll('#{root} svg line').length") > 0
     assert bu.console_errors(browser) == []
     assert [r.url for r in bu.network_requests(bu.performance_messages(browser))] == [page.as_uri()]
+    assert browser.execute_script(f"return Array.from(document.querySelectorAll('#{root} #layer option'))"
+                                  ".map(o => o.textContent)") == ["0", "1"]
+
+
+@pytest.mark.browser
+def test_browser_layer_menu_shows_the_labels(browser, tmp_path):
+    html = neuron_view(vectors(layers=1), vectors(layers=1, seed=3), HOSTILE, layer_labels=[5],
+                       include_libraries=True).data
+    open_page(browser, tmp_path, html)
+    root = params_of(html)["root_div_id"]
+    assert browser.execute_script(f"return Array.from(document.querySelectorAll('#{root} #layer option'))"
+                                  ".map(o => o.textContent)") == ["5"]
+    assert bu.console_errors(browser) == []
 
 
 @pytest.mark.browser

@@ -48,6 +48,9 @@ _PATCHES = (
      "renderVisCollapsed(svg, leftText, rightText, att);\n            attnlibKeyboard();"),
     ("updateDotProducts(svg, dotProducts);", "updateDotProducts(svg, dotProducts);\n"
      "            attnlibTitles(svg, dotProducts, att);"),
+    # the layer menu shows the layers' own numbers when only some layers are passed
+    ('layerSelect.append($("<option />").val(i).text(i));',
+     'layerSelect.append($("<option />").val(i).text(params.layer_labels[i]));'),
 )
 
 _ADDED_JS = r"""
@@ -180,14 +183,27 @@ def _javascript(root_id: str) -> str:
     return source
 
 
-def neuron_view(queries, keys, tokens, *, layer: int = 0, head: int = 0, display_mode: str = "light",
-                include_libraries: bool | None = None, decimals: int | None = 3) -> HTML:
+def _layer_labels(labels, count: int) -> list[int]:
+    if labels is None:
+        return list(range(count))
+    if isinstance(labels, str) or not isinstance(labels, Sequence) or len(labels) != count \
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in labels):
+        raise ValueError(f"expected layer_labels as {count} ints (one per layer passed), got {labels!r}")
+    return list(labels)
+
+
+def neuron_view(queries, keys, tokens, *, layer: int = 0, head: int = 0, layer_labels: Sequence[int] | None = None,
+                display_mode: str = "light", include_libraries: bool | None = None,
+                decimals: int | None = 3) -> HTML:
     """BertViz's neuron view (query and key vectors, q × k, scores, softmax) for one layer and head at a time.
 
     ``queries`` and ``keys``: lists with one (1, H, L, Dk) or (H, L, Dk) tensor/array per layer (what
     ``attnlib.models.queries_keys_from_weights`` returns); ``tokens``: L strings. ``layer``/``head``:
-    what is selected at first. ``display_mode``: ``"light"`` or ``"dark"``. ``include_libraries`` and
-    ``decimals`` as in ``attnlib.views.bertviz.head_view`` (here ``decimals=None`` keeps full precision).
+    what is selected at first (``layer`` counts the layers passed). ``layer_labels``: the numbers the layer
+    menu shows, one per layer passed (default 0, 1, ...): pass ``queries[2:3], keys[2:3]`` with
+    ``layer_labels=[2]`` to show only layer 2 under its own number. ``display_mode``: ``"light"`` or
+    ``"dark"``. ``include_libraries`` and ``decimals`` as in ``attnlib.views.bertviz.head_view`` (here
+    ``decimals=None`` keeps full precision).
     The scores the view shows are ``q · k / √Dk`` of the (rounded) vectors; the softmax weights are
     attnlib's. Returns an ``IPython.display.HTML``.
     """
@@ -202,7 +218,8 @@ def neuron_view(queries, keys, tokens, *, layer: int = 0, head: int = 0, display
     entry = {"attn": data["attn"].tolist(), "queries": data["queries"].tolist(), "keys": data["keys"].tolist(),
              "left_text": shown, "right_text": shown}
     params = {"attention": {"all": entry}, "default_filter": "all", "bidirectional": True,
-              "display_mode": display_mode, "layer": layer, "head": head, "root_div_id": ""}
+              "display_mode": display_mode, "layer": layer, "head": head, "root_div_id": "",
+              "layer_labels": _layer_labels(layer_labels, layers)}
     digest = hashlib.sha256(bv.safe_json(params).encode()).hexdigest()[:12]
     root_id = f"attnlib-neuron-{digest}-{next(bv._ids)}"
     params["root_div_id"] = root_id
