@@ -83,46 +83,62 @@ def attention_rollout(attentions: Sequence[torch.Tensor], residual: bool = True)
     return rollout
 
 
-def _head_slices(model, heads: Iterable[tuple[int, int]]) -> dict[int, list[int]]:
+def _head_pairs(model, heads: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (layer, head) pairs, checked against the model's layers and heads."""
     layers, per_layer = len(model.encoder.layer), model.config.num_attention_heads
-    chosen: dict[int, list[int]] = {}
+    pairs = []
     for pair in heads:
-        if not (isinstance(pair, Sequence) and len(pair) == 2 and all(isinstance(v, int) for v in pair)):
+        if not (isinstance(pair, Sequence) and len(pair) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)):
             raise TypeError(f"expected heads as (layer, head) pairs of ints, got {pair!r}")
         layer, head = pair
         if not (0 <= layer < layers and 0 <= head < per_layer):
             raise ValueError(f"expected (layer, head) with layer in [0, {layers - 1}] and head in "
                              f"[0, {per_layer - 1}], got {tuple(pair)}")
-        chosen.setdefault(layer, []).append(head)
-    return chosen
+        pairs.append((layer, head))
+    return pairs
 
 
 @contextlib.contextmanager
-def ablate_heads(model, heads: Iterable[tuple[int, int]]):
+def ablate_heads(model, heads: Iterable[tuple[int, int]], rows: Sequence[int] | None = None):
     """Inside this block, the given (layer, head) pairs of a ``transformers`` BERT output zero.
 
     The head's slice of ``concat(heads)`` is set to 0 before the output projection ``W_O`` (a forward
     pre-hook on ``attention.output.dense``), so the head adds nothing to the residual stream; W_O's
-    bias stays. The hooks are removed when the block ends, also on an error.
+    bias stays. With ``rows`` (one batch index per head), head i is removed only in batch row
+    ``rows[i]``: one forward pass of a batch of copies measures many single-head ablations at once.
+    The hooks are removed when the block ends, also on an error.
     """
     from attnlib.models import _check_model  # noqa: PLC0415 (transformers only where a model is ablated)
 
     _check_model(model)
+    heads = list(heads)
+    if rows is not None:
+        rows = list(rows)
+        if len(rows) != len(heads) or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in rows):
+            raise ValueError(f"expected rows as {len(heads)} batch indices >= 0 (one per head), got {rows!r}")
     d_k = model.config.hidden_size // model.config.num_attention_heads
-    handles = []
+    per_layer: dict[int, list[tuple[int | None, list[int]]]] = {}
+    for i, (layer, chosen) in enumerate(_head_pairs(model, heads)):
+        columns = list(range(chosen * d_k, (chosen + 1) * d_k))
+        per_layer.setdefault(layer, []).append((None if rows is None else rows[i], columns))
 
-    def zero(columns):
+    def zero(targets):
         def hook(_module, inputs):
             context = inputs[0].clone()  # (B, L, H*Dk)
-            context[..., columns] = 0
+            for row, columns in targets:
+                if row is None:
+                    context[..., columns] = 0
+                else:
+                    context[row, ..., columns] = 0
             return (context, *inputs[1:])
         return hook
 
+    handles = []
     try:
-        for layer, chosen in _head_slices(model, heads).items():
-            columns = [c for h in chosen for c in range(h * d_k, (h + 1) * d_k)]
+        for layer, targets in per_layer.items():
             dense = model.encoder.layer[layer].attention.output.dense
-            handles.append(dense.register_forward_pre_hook(zero(columns)))
+            handles.append(dense.register_forward_pre_hook(zero(targets)))
         yield model
     finally:
         for handle in handles:

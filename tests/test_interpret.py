@@ -158,6 +158,23 @@ def test_ablation_equals_zeroing_the_heads_columns_of_w_o(heads):
     assert not torch.allclose(got, intact, atol=1e-3)
 
 
+def test_ablation_by_rows_equals_one_ablation_per_copy():
+    model, input_ids = small_bert(), ids(batch=1)
+    heads = [(0, 1), (2, 3), (1, 0)]
+    copies = input_ids.repeat(len(heads) + 1, 1)  # the last row keeps every head
+    with ablate_heads(model, heads, rows=range(len(heads))), torch.no_grad():
+        together = model(input_ids=copies).last_hidden_state
+    for row, head in enumerate(heads):
+        with ablate_heads(model, [head]), torch.no_grad():
+            alone = model(input_ids=input_ids).last_hidden_state[0]
+        torch.testing.assert_close(together[row], alone, rtol=0, atol=1e-5)
+    with torch.no_grad():
+        torch.testing.assert_close(together[-1], model(input_ids=input_ids).last_hidden_state[0], rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="expected rows as 3 batch indices"):
+        with ablate_heads(model, heads, rows=[0, 1]):
+            pass
+
+
 def test_ablation_hooks_are_removed_even_after_an_error():
     model, input_ids = small_bert(), ids()
     with torch.no_grad():
@@ -174,6 +191,7 @@ def test_ablation_hooks_are_removed_even_after_an_error():
     ([(0, 4)], ValueError, r"got \(0, 4\)"),
     ([(0,)], TypeError, r"expected heads as \(layer, head\) pairs of ints"),
     ([(0, 1.0)], TypeError, "pairs of ints"),
+    ([(True, 1)], TypeError, "pairs of ints"),
 ])
 def test_ablation_rejects_bad_heads(heads, error, message):
     model = small_bert()
