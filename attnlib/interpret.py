@@ -99,6 +99,34 @@ def _head_pairs(model, heads: Iterable[tuple[int, int]]) -> list[tuple[int, int]
     return pairs
 
 
+def _targets(model, heads, rows) -> dict[int, list[tuple[int | None, list[int]]]]:
+    """layer -> [(batch row or None for every row, the head's columns of concat(heads)), ...]."""
+    heads = _head_pairs(model, heads)
+    if rows is not None:
+        rows = list(rows)
+        if len(rows) != len(heads) or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in rows):
+            raise ValueError(f"expected rows as {len(heads)} batch indices >= 0 (one per head), got {rows!r}")
+    d_k = model.config.hidden_size // model.config.num_attention_heads
+    per_layer: dict[int, list[tuple[int | None, list[int]]]] = {}
+    for i, (layer, head) in enumerate(heads):
+        columns = list(range(head * d_k, (head + 1) * d_k))
+        per_layer.setdefault(layer, []).append((None if rows is None else rows[i], columns))
+    return per_layer
+
+
+def _zeroing_hook(targets):
+    """A forward pre-hook that zeroes the given columns of W_O's input (B, L, H*Dk), in all or one row."""
+    def hook(_module, inputs):
+        context = inputs[0].clone()
+        for row, columns in targets:
+            if row is None:
+                context[..., columns] = 0
+            else:
+                context[row, ..., columns] = 0
+        return (context, *inputs[1:])
+    return hook
+
+
 @contextlib.contextmanager
 def ablate_heads(model, heads: Iterable[tuple[int, int]], rows: Sequence[int] | None = None):
     """Inside this block, the given (layer, head) pairs of a ``transformers`` BERT output zero.
@@ -112,33 +140,12 @@ def ablate_heads(model, heads: Iterable[tuple[int, int]], rows: Sequence[int] | 
     from attnlib.models import _check_model  # noqa: PLC0415 (transformers only where a model is ablated)
 
     _check_model(model)
-    heads = list(heads)
-    if rows is not None:
-        rows = list(rows)
-        if len(rows) != len(heads) or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in rows):
-            raise ValueError(f"expected rows as {len(heads)} batch indices >= 0 (one per head), got {rows!r}")
-    d_k = model.config.hidden_size // model.config.num_attention_heads
-    per_layer: dict[int, list[tuple[int | None, list[int]]]] = {}
-    for i, (layer, chosen) in enumerate(_head_pairs(model, heads)):
-        columns = list(range(chosen * d_k, (chosen + 1) * d_k))
-        per_layer.setdefault(layer, []).append((None if rows is None else rows[i], columns))
-
-    def zero(targets):
-        def hook(_module, inputs):
-            context = inputs[0].clone()  # (B, L, H*Dk)
-            for row, columns in targets:
-                if row is None:
-                    context[..., columns] = 0
-                else:
-                    context[row, ..., columns] = 0
-            return (context, *inputs[1:])
-        return hook
-
+    per_layer = _targets(model, list(heads), rows)
     handles = []
     try:
         for layer, targets in per_layer.items():
             dense = model.encoder.layer[layer].attention.output.dense
-            handles.append(dense.register_forward_pre_hook(zero(targets)))
+            handles.append(dense.register_forward_pre_hook(_zeroing_hook(targets)))
         yield model
     finally:
         for handle in handles:
