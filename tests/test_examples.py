@@ -105,3 +105,14 @@ def test_random_example_is_seeded():
     for name in ("x", "w_q", "w_k", "w_v"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     assert not np.array_equal(cat_sat_example(seed=1).x, a.x)
+
+
+def test_a_previous_token_head_from_the_documented_parts():
+    """What position_shift's docstring promises chapter 5: W_Q's position block = strength * shift(-1)."""
+    ex = running_example(positions=True)
+    pos = [FEATURES.index("pos_sin"), FEATURES.index("pos_cos")]
+    w_q, w_k = np.zeros((8, 2)), np.zeros((8, 2))
+    w_q[pos] = 6.0 * position_shift(-1)
+    w_k[pos] = np.eye(2)
+    a = nops.softmax(nops.dot_product_scores(ex.x @ w_q, ex.x @ w_k))
+    assert [int(j) for j in a.argmax(axis=-1)[1:]] == [0, 1, 2, 3, 4]
