@@ -113,19 +113,37 @@ def key_mask(attention_mask: torch.Tensor | None, length: int, is_causal: bool =
     return mask
 
 
-def layer_attention(self_attention, hidden_states: torch.Tensor,
-                    attn_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """One BERT self-attention layer's probabilities from its weights: (B, L, D) -> (B, H, L, L).
+def layer_queries_keys(self_attention, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One BERT self-attention layer's queries and keys from its weights: (B, L, D) -> two (B, H, L, Dk).
 
     ``self_attention`` is a ``BertSelfAttention`` (``layer.attention.self``); its ``nn.Linear``
     weights are stored (H*Dk, D), so attnlib's ``project`` gets their transpose (D, H*Dk).
     """
-    heads, d_k = self_attention.num_attention_heads, self_attention.attention_head_size
+    heads = self_attention.num_attention_heads
     query = project(hidden_states, self_attention.query.weight.T, self_attention.query.bias)  # (B, L, H*Dk)
     key = project(hidden_states, self_attention.key.weight.T, self_attention.key.bias)  # (B, L, H*Dk)
-    query, key = split_heads(query, heads), split_heads(key, heads)  # (B, H, L, Dk) each
-    scores = scale_scores(dot_product_scores(query, key), d_k)  # (B, H, L, Dk) @ (B, H, Dk, L) -> (B, H, L, L)
-    return softmax(apply_mask(scores, attn_mask), dim=-1)
+    return split_heads(query, heads), split_heads(key, heads)  # (B, H, L, Dk) each
+
+
+def layer_attention(self_attention, hidden_states: torch.Tensor,
+                    attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """One BERT self-attention layer's probabilities from its weights: (B, L, D) -> (B, H, L, L)."""
+    query, key = layer_queries_keys(self_attention, hidden_states)  # (B, H, L, Dk) each
+    scores = scale_scores(dot_product_scores(query, key), query.shape[-1])  # (B, H, L, Dk) @ (B, H, Dk, L)
+    return softmax(apply_mask(scores, attn_mask), dim=-1)  # (B, H, L, L)
+
+
+def layer_values(self_attention, hidden_states: torch.Tensor) -> torch.Tensor:
+    """One BERT self-attention layer's values from its weights: (B, L, D) -> (B, H, L, Dv)."""
+    value = project(hidden_states, self_attention.value.weight.T, self_attention.value.bias)  # (B, L, H*Dv)
+    return split_heads(value, self_attention.num_attention_heads)
+
+
+def output_projection(model, layer: int) -> torch.Tensor:
+    """W_O of one layer as the (D, D) matrix of ``concat(heads) @ W_O`` (the transpose of nn.Linear's weight)."""
+    _check_model(model)
+    _check_layer(model, layer)
+    return model.encoder.layer[layer].attention.output.dense.weight.detach().T
 
 
 @contextlib.contextmanager
@@ -148,17 +166,8 @@ def layer_inputs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | 
     return list(out.hidden_states[:-1])  # hidden_states[i] enters layer i; the last one leaves the model
 
 
-def attention_from_weights(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                           token_type_ids: torch.Tensor | None = None) -> list[torch.Tensor]:
-    """Every layer's attention probabilities, recomputed by attnlib: a list of (B, H, L, L), one per layer.
-
-    ``model`` is any ``transformers.BertModel``; ``input_ids`` (B, L) integer token ids;
-    ``attention_mask`` (B, L) with 1 for real tokens and 0 for padding (as the tokenizer returns it).
-    Padded keys get zero weight; rows of padded queries are computed but carry no meaning, and a
-    sequence with no real token at all gets all-zero weights. Decoder configurations
-    (``is_decoder=True``) add the causal mask. The model may use any attention implementation
-    (eager, sdpa, ...): only its weights and hidden states are read.
-    """
+def _checked_inputs(model, input_ids, attention_mask, token_type_ids):
+    """Validated (input_ids, attention_mask, token_type_ids) on the model's device."""
     _check_model(model)
     _check_input_ids(model, input_ids)
     device = model.embeddings.word_embeddings.weight.device
@@ -171,8 +180,68 @@ def attention_from_weights(model, input_ids: torch.Tensor, attention_mask: torch
             raise ValueError(f"expected token_type_ids of shape (B, L) = {tuple(input_ids.shape)} like input_ids, "
                              f"got {tuple(token_type_ids.shape)}")
         token_type_ids = token_type_ids.to(device)
+    return input_ids, attention_mask, token_type_ids
+
+
+def _check_layer(model, layer) -> None:
+    count = len(model.encoder.layer)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < count:
+        raise ValueError(f"expected a layer index in [0, {count - 1}], got {layer!r}")
+
+
+def attention_from_weights(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                           token_type_ids: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """Every layer's attention probabilities, recomputed by attnlib: a list of (B, H, L, L), one per layer.
+
+    ``model`` is any ``transformers.BertModel``; ``input_ids`` (B, L) integer token ids;
+    ``attention_mask`` (B, L) with 1 for real tokens and 0 for padding (as the tokenizer returns it).
+    Padded keys get zero weight; rows of padded queries are computed but carry no meaning, and a
+    sequence with no real token at all gets all-zero weights. Decoder configurations
+    (``is_decoder=True``) add the causal mask. The model may use any attention implementation
+    (eager, sdpa, ...): only its weights and hidden states are read.
+    """
+    input_ids, attention_mask, token_type_ids = _checked_inputs(model, input_ids, attention_mask, token_type_ids)
     hidden = layer_inputs(model, input_ids, attention_mask, token_type_ids)
-    mask = key_mask(attention_mask, input_ids.shape[1], is_causal=model.config.is_decoder, device=device)
+    mask = key_mask(attention_mask, input_ids.shape[1], is_causal=model.config.is_decoder, device=input_ids.device)
     with torch.no_grad():
         return [layer_attention(layer.attention.self, h, mask)
                 for layer, h in zip(model.encoder.layer, hidden, strict=True)]
+
+
+def queries_keys_from_weights(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                              token_type_ids: torch.Tensor | None = None
+                              ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Every layer's queries and keys, computed by attnlib: two lists of (B, H, L, Dk), one entry per layer.
+
+    Same arguments as ``attention_from_weights``; ``softmax(Q Kᵀ / √Dk + mask)`` of layer i's pair is
+    that function's layer i. These are what BertViz's neuron view draws (``attnlib.views.neuron_view``).
+    """
+    input_ids, attention_mask, token_type_ids = _checked_inputs(model, input_ids, attention_mask, token_type_ids)
+    hidden = layer_inputs(model, input_ids, attention_mask, token_type_ids)
+    with torch.no_grad():
+        layers = zip(model.encoder.layer, hidden, strict=True)
+        pairs = [layer_queries_keys(layer.attention.self, h) for layer, h in layers]
+    return [q for q, _ in pairs], [k for _, k in pairs]
+
+
+def values_from_weights(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                        token_type_ids: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """Every layer's values, computed by attnlib: a list of (B, H, L, Dv), one per layer (same arguments)."""
+    input_ids, attention_mask, token_type_ids = _checked_inputs(model, input_ids, attention_mask, token_type_ids)
+    hidden = layer_inputs(model, input_ids, attention_mask, token_type_ids)
+    with torch.no_grad():
+        return [layer_values(layer.attention.self, h) for layer, h in zip(model.encoder.layer, hidden, strict=True)]
+
+
+def mean_pooled_embedding(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The sentence embedding of all-MiniLM-L6-v2: the mean of the last hidden states over real tokens, (B, D).
+
+    (sentence-transformers also L2-normalises it; cosine similarities are the same either way.)
+    """
+    input_ids, attention_mask, _ = _checked_inputs(model, input_ids, attention_mask, None)
+    with _eval_mode(model), torch.no_grad():
+        last = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (B, L, D)
+    if attention_mask is None:
+        return last.mean(dim=1)
+    weights = attention_mask.to(last.dtype)[..., None]  # (B, L, 1)
+    return (last * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)

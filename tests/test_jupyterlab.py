@@ -54,6 +54,8 @@ const view = r => ({id: r.id, svgs: all('svg', r).length, lines: all('svg line',
 return {
   heads: all('.jp-OutputArea [id^="attnlib-head-"]').map(view),
   models: all('.jp-OutputArea [id^="attnlib-model-"]').map(view),
+  neurons: all('.jp-OutputArea [id^="attnlib-neuron-"]').map(r => ({id: r.id, svgs: all('svg', r).length,
+           texts: all('svg text', r).length, button: all('button.attnlib-expand', r).length})),
   errors: all('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], '
               + '.jp-RenderedText[data-mime-type="application/vnd.jupyter.error"]')
           .map(e => e.textContent.slice(0, 500)),
@@ -180,10 +182,12 @@ def test_head_view_renders_in_jupyterlab(jupyterlab, capsys):
         _screenshot_head_view(driver, bu.REPO / "_build" / "screenshots" / "jupyterlab" / f"{Path(notebook).stem}.png")
     with capsys.disabled():
         print(f"\nJupyterLab: ran {notebook} in {time.monotonic() - start:.1f} s, {len(requests)} requests, "
-              f"head views {probe['heads']}, model views {probe['models']}")
+              f"head views {probe['heads']}, model views {probe['models']}, neuron views {probe['neurons']}")
     assert result.get("ok") is True, f"expected Run All Cells to finish, got {result}"
     assert probe["errors"] == [], f"cells wrote errors: {probe['errors']}"
     assert probe["heads"], f"expected a head view in the outputs of {notebook}, got {probe}"
     assert all(v["svgs"] > 0 and v["lines"] > 0 for v in probe["heads"]), probe["heads"]
+    assert probe["neurons"], f"expected the neuron view in the outputs of {notebook}, got {probe}"
+    assert all(v["svgs"] > 0 and v["texts"] > 0 and v["button"] == 1 for v in probe["neurons"]), probe["neurons"]
     outside = [r.url for r in requests if not bu.is_loopback(r.url)]
     assert outside == [], f"JupyterLab page requests leaving loopback: {outside}"

@@ -1,0 +1,229 @@
+"""BertViz's neuron view, drawn from queries and keys that attnlib computed: chapter 1's q·k inside a model.
+
+For one layer and head, the neuron view shows every token's query and key vector (one coloured cell
+per feature), the element-wise product q × k of the selected query with every key, its sum divided by
+√Dk (the score of chapter 2) and the softmax weights. BertViz 1.4.1 computes it only for its own forked
+model classes; ``neuron_view`` takes the tensors instead, so it works on any model whose queries and
+keys attnlib can read (``attnlib.models.queries_keys_from_weights``).
+
+The JavaScript is BertViz's own ``neuron_view.js``, read from the installed package and rewritten
+like the other two views (``attnlib.views.bertviz``): no require.js or CDN (d3 and jQuery inlined from
+npm), parameters as ``<script>``-safe JSON, tokens put on the page as text only, a deterministic id.
+Four changes to BertViz's behaviour: the expand control is a visible ``<button>`` (BertViz's "+"
+appears only while the mouse is over a token), query tokens can be reached with Tab (focus selects
+them, Enter or Space expands or collapses), each score cell carries its number as an SVG ``<title>``,
+and the score's heading says what is drawn, ``q · k / √d``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from importlib.resources import files
+
+import numpy as np
+import torch
+from bertviz.util import format_special_chars
+from IPython.display import HTML
+
+from attnlib.scaling import scale_scores
+from attnlib.scores import dot_product_scores
+from attnlib.softmax import softmax
+from attnlib.views import bertviz as bv
+
+_PARAMS_LINE = "const params = window.bertviz_params"
+_MIN_WIDTH = 1120  # px: BertViz's expanded layout (tokens, q, k, q × k, score, tokens) is this wide
+
+# BertViz's text -> ours; each must occur exactly once in bertviz 1.4.1's neuron_view.js
+_PATCHES = (
+    # scope the one selector BertViz left page-wide (with two views on a page it drew into the first)
+    ('var svg = d3.select("#vis");', "var svg = d3.select(`#${config.rootDivId} #vis`);"),
+    # the score shown is divided by sqrt(d): say so
+    (".text(' \\u2219 k')", ".text(' \\u2219 k / \\u221Ad')"),
+    # keep the visible button in step with BertViz's own +/- icons
+    ("function showCollapsed() {", "function showCollapsed() {\n            attnlibSync(false);"),
+    ("function showExpanded() {", "function showExpanded() {\n            attnlibSync(true);"),
+    ("renderVisCollapsed(svg, leftText, rightText, att);",
+     "renderVisCollapsed(svg, leftText, rightText, att);\n            attnlibKeyboard();"),
+    ("updateDotProducts(svg, dotProducts);", "updateDotProducts(svg, dotProducts);\n"
+     "            attnlibTitles(svg, dotProducts, att);"),
+    # the layer menu shows the layers' own numbers when only some layers are passed
+    ('layerSelect.append($("<option />").val(i).text(i));',
+     'layerSelect.append($("<option />").val(i).text(params.layer_labels[i]));'),
+)
+
+_ADDED_JS = r"""
+        // --- added by attnlib.views.neuron: a visible, keyboard-operable expand control ---
+        function attnlibRoot() { return document.getElementById(config.rootDivId); }
+        function attnlibSync(expanded) {
+            var button = attnlibRoot().querySelector('.attnlib-expand');
+            button.setAttribute('aria-pressed', expanded ? 'true' : 'false');
+            button.textContent = expanded ? '\u2212 Hide q, k and the scores' : '+ Show q, k and the scores';
+        }
+        function attnlibToggle() {
+            var index = config.index;
+            config.expanded = !config.expanded;
+            if (config.expanded) { showExpanded(); } else { showCollapsed(); }
+            if (index != null) {  // the focused token's twin in the panel now shown keeps the selection
+                var panel = config.expanded ? '#expanded' : '#collapsed';
+                var twin = attnlibRoot().querySelectorAll(panel + ' #leftText > g')[index];
+                if (twin) { twin.focus(); }
+            }
+        }
+        function attnlibKeyboard() {
+            var groups = attnlibRoot().querySelectorAll('#leftText > g');
+            groups.forEach(function (g) {
+                var token = g.querySelector('text').textContent;
+                g.setAttribute('tabindex', '0');
+                g.setAttribute('role', 'button');
+                g.setAttribute('aria-label', 'query ' + token + ': show its scores (Enter: expand or collapse)');
+                g.addEventListener('focus', function () { g.dispatchEvent(new MouseEvent('mouseover')); });
+                g.addEventListener('blur', function () { g.dispatchEvent(new MouseEvent('mouseleave')); });
+                g.addEventListener('keydown', function (e) {
+                    if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); attnlibToggle(); }
+                });
+            });
+        }
+        function attnlibTitles(svg, scores, att) {
+            var keys = config.attention[config.filter].right_text;
+            svg.select('#dotproducts').selectAll('.dotproduct').each(function (d, i) {
+                var title = d3.select(this).select('title');
+                if (title.empty()) { title = d3.select(this).append('title'); }
+                title.text(keys[i] + ': q \u00B7 k / \u221Ad = ' + scores[i].toFixed(3)
+                           + ', softmax weight ' + att[i].toFixed(3));
+            });
+        }
+        attnlibRoot().querySelector('.attnlib-expand').addEventListener('click', attnlibToggle);
+"""
+
+_FONT = "font-family:'Helvetica Neue', Helvetica, Arial, sans-serif"
+_HTML = """<div id="{root}" class="attnlib-neuron" style="padding:8px;{font}">
+  <div style="display:flex;flex-wrap:wrap;gap:6px 14px;align-items:center">
+    <label><span class="dropdown-label">Layer: </span><select id="layer"></select></label>
+    <label><span class="dropdown-label">Head: </span><select id="att_head"></select></label>
+    <button type="button" class="attnlib-expand" aria-pressed="false">+ Show q, k and the scores</button>
+  </div>
+  <p style="margin:4px 0;font-size:13px">Point at a query token on the left, or reach it with Tab; the button
+  (or Enter on the token) shows its query, every key, their element-wise product and the scores.</p>
+  <div style="overflow-x:auto"><div id="vis" style="min-width:{width}px"></div></div>
+</div>
+"""
+
+
+def _layer(name: str, index: int, layer) -> torch.Tensor:
+    """One layer as a float64 CPU tensor of shape (H, L, Dk)."""
+    if isinstance(layer, torch.Tensor):
+        t = layer.detach().to("cpu", torch.float64)
+    elif isinstance(layer, np.ndarray):
+        t = torch.from_numpy(np.asarray(layer, dtype=np.float64))
+    else:
+        raise TypeError(f"expected {name} layer {index} as a torch.Tensor or numpy.ndarray of shape (1, H, L, Dk) "
+                        f"or (H, L, Dk), got {type(layer).__qualname__}")
+    if t.ndim == 4 and t.shape[0] == 1:
+        t = t[0]
+    if t.ndim != 3 or 0 in t.shape:
+        raise ValueError(f"expected {name} layer {index} of shape (1, H, L, Dk) or (H, L, Dk) (one sequence; "
+                         f"select sequence b with {name}[i][b:b+1]), got {tuple(layer.shape)}")
+    return t
+
+
+def _stack(name: str, layers) -> torch.Tensor:
+    if isinstance(layers, (torch.Tensor, np.ndarray)) or not isinstance(layers, Sequence):
+        raise TypeError(f"expected {name} as a list with one (1, H, L, Dk) or (H, L, Dk) array per layer, "
+                        f"got {type(layers).__qualname__}")
+    if len(layers) == 0:
+        raise ValueError(f"expected {name} for at least one layer, got an empty list")
+    tensors = [_layer(name, i, layer) for i, layer in enumerate(layers)]
+    for i, t in enumerate(tensors[1:], start=1):
+        if t.shape != tensors[0].shape:
+            raise ValueError(f"expected every {name} layer of shape (H, L, Dk) = {tuple(tensors[0].shape)} like "
+                             f"layer 0, got {tuple(t.shape)} at layer {i}")
+    stacked = torch.stack(tensors)  # (N, H, L, Dk)
+    if not torch.isfinite(stacked).all():
+        raise ValueError(f"expected finite {name}, got NaN or inf")
+    return stacked
+
+
+def neuron_data(queries, keys, tokens, decimals: int | None = 3) -> dict:
+    """The neuron view's data, checked: queries, keys (rounded), attention and tokens.
+
+    ``queries``, ``keys``: lists with one (1, H, L, Dk) or (H, L, Dk) tensor/array per layer.
+    The attention ``softmax(q·k/√Dk)`` is computed by attnlib from the unrounded vectors; ``decimals``
+    rounds everything that goes on the page (``None``: no rounding).
+    """
+    if decimals is not None and (isinstance(decimals, bool) or not isinstance(decimals, int) or decimals < 0):
+        raise ValueError(f"expected decimals as an int >= 0 or None, got {decimals!r}")
+    q, k = _stack("queries", queries), _stack("keys", keys)
+    if q.shape != k.shape:
+        raise ValueError(f"expected keys of shape (N, H, L, Dk) = {tuple(q.shape)} like queries (N layers), "
+                         f"got {tuple(k.shape)}")
+    tokens = bv._check_tokens(tokens, q.shape[-2])
+    attn = softmax(scale_scores(dot_product_scores(q, k), q.shape[-1]), dim=-1)  # (N, H, L, L)
+
+    def rounded(t):
+        return t if decimals is None else torch.round(t, decimals=decimals)
+
+    return {"queries": rounded(q), "keys": rounded(k), "attn": rounded(attn), "tokens": tokens}
+
+
+def _javascript(root_id: str) -> str:
+    source = (files("bertviz") / "neuron_view.js").read_text(encoding="utf-8")
+    source = bv._replace_once(bv._REQUIRE_CONFIG, "", source)
+    source = bv._replace_once(bv._REQUIRE_CALL, bv._runner(root_id), source)
+    for old, new in _PATCHES:
+        if source.count(old) != 1:
+            raise RuntimeError(f"expected bertviz==1.4.1's neuron_view.js containing {old!r} once, got "
+                               f"{source.count(old)}")
+        source = source.replace(old, new)
+    source = bv._replace_once(re.compile(r"render\(\);\s*\}\);\s*$"), _ADDED_JS + "\n        render();\n    });\n",
+                              source)
+    if source.count(_PARAMS_LINE) != 1:
+        raise RuntimeError("expected bertviz==1.4.1's neuron_view.js reading window.bertviz_params once")
+    return source
+
+
+def _layer_labels(labels, count: int) -> list[int]:
+    if labels is None:
+        return list(range(count))
+    if isinstance(labels, str) or not isinstance(labels, Sequence) or len(labels) != count \
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in labels):
+        raise ValueError(f"expected layer_labels as {count} ints (one per layer passed), got {labels!r}")
+    return list(labels)
+
+
+def neuron_view(queries, keys, tokens, *, layer: int = 0, head: int = 0, layer_labels: Sequence[int] | None = None,
+                display_mode: str = "light", include_libraries: bool | None = None,
+                decimals: int | None = 3) -> HTML:
+    """BertViz's neuron view (query and key vectors, q × k, scores, softmax) for one layer and head at a time.
+
+    ``queries`` and ``keys``: lists with one (1, H, L, Dk) or (H, L, Dk) tensor/array per layer (what
+    ``attnlib.models.queries_keys_from_weights`` returns); ``tokens``: L strings. ``layer``/``head``:
+    what is selected at first (``layer`` counts the layers passed). ``layer_labels``: the numbers the layer
+    menu shows, one per layer passed (default 0, 1, ...): pass ``queries[2:3], keys[2:3]`` with
+    ``layer_labels=[2]`` to show only layer 2 under its own number. ``display_mode``: ``"light"`` or
+    ``"dark"``. ``include_libraries`` and ``decimals`` as in ``attnlib.views.bertviz.head_view`` (here
+    ``decimals=None`` keeps full precision).
+    The scores the view shows are ``q · k / √Dk`` of the (rounded) vectors; the softmax weights are
+    attnlib's. Returns an ``IPython.display.HTML``.
+    """
+    if display_mode not in ("light", "dark"):
+        raise ValueError(f"expected display_mode 'light' or 'dark', got {display_mode!r}")
+    data = neuron_data(queries, keys, tokens, decimals)
+    layers, heads = data["queries"].shape[:2]
+    for name, value, count in (("layer", layer, layers), ("head", head, heads)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
+            raise ValueError(f"expected {name} in [0, {count - 1}], got {value!r}")
+    shown = format_special_chars(data["tokens"])
+    entry = {"attn": data["attn"].tolist(), "queries": data["queries"].tolist(), "keys": data["keys"].tolist(),
+             "left_text": shown, "right_text": shown}
+    params = {"attention": {"all": entry}, "default_filter": "all", "bidirectional": True,
+              "display_mode": display_mode, "layer": layer, "head": head, "root_div_id": "",
+              "layer_labels": _layer_labels(layer_labels, layers)}
+    digest = hashlib.sha256(bv.safe_json(params).encode()).hexdigest()[:12]
+    root_id = f"attnlib-neuron-{digest}-{next(bv._ids)}"
+    params["root_div_id"] = root_id
+    script = _javascript(root_id).replace(_PARAMS_LINE, "const params = " + bv.safe_json(params))  # data last
+    libraries = bv.libraries_script() if bv._want_libraries(include_libraries) else ""
+    view = _HTML.format(root=root_id, width=_MIN_WIDTH, font=_FONT)
+    return HTML(view + libraries + f'<script type="text/javascript">\n{script}\n</script>\n')
