@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from attnlib._checks import require_positive_int, require_rank, require_tensor
-from attnlib.causal import KVCache, cached_attention
+from attnlib.causal import KVCache, cached_attention, sliding_window_mask
 from attnlib.multihead import MultiHeadAttention, merge_heads, split_heads
 
 
@@ -41,11 +41,13 @@ class AttentionOnlyTransformer(nn.Module):
                        first.embed_dim // first.num_heads, dtype=first.q_proj.weight.dtype,
                        device=first.q_proj.weight.device)
 
-    def forward(self, tokens: torch.Tensor, cache: KVCache | None = None, need_weights: bool = False):
+    def forward(self, tokens: torch.Tensor, cache: KVCache | None = None, need_weights: bool = False,
+                window: int | None = None):
         """tokens (B, L) -> (logits (B, L, vocab), per-layer weights (B, H, L, Lk) or None).
 
         Without ``cache`` every position attends causally to the ones before it. With a cache, ``tokens``
-        are the next positions after those cached; their keys and values are appended to it.
+        are the next positions after those cached; their keys and values are appended to it. ``window``:
+        each position sees only itself and the ``window - 1`` positions before it (sliding window).
         """
         require_tensor("tokens", tokens)
         require_rank("tokens", tokens, 2, "(B, L)", max_rank=2)
@@ -58,20 +60,22 @@ class AttentionOnlyTransformer(nn.Module):
         weights = []
         for index, layer in enumerate(self.layers):
             if cache is None:
-                out, w = layer(x, is_causal=True, need_weights=need_weights)
+                mask = None if window is None else sliding_window_mask(x.shape[1], x.shape[1], window, x.device)
+                out, w = layer(x, attn_mask=mask, is_causal=window is None, need_weights=need_weights)
             else:
-                out, w = _cached_layer(layer, x, cache, index, need_weights)
+                out, w = _cached_layer(layer, x, cache, index, need_weights, window)
             x = x + out  # each layer adds its output to the stream
             weights.append(w)
         return self.unembed(x), (weights if need_weights else None)
 
 
-def _cached_layer(layer: MultiHeadAttention, x: torch.Tensor, cache: KVCache, index: int, need_weights: bool):
+def _cached_layer(layer: MultiHeadAttention, x: torch.Tensor, cache: KVCache, index: int, need_weights: bool,
+                  window: int | None = None):
     """One MultiHeadAttention layer on new positions x (B, Lnew, D), the past read from the cache."""
     q = split_heads(layer.q_proj(x), layer.num_heads)  # (B, H, Lnew, Dk)
     k = split_heads(layer.k_proj(x), layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
     v = split_heads(layer.v_proj(x), layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
-    heads, w = cached_attention(cache, index, q, k, v, need_weights=need_weights)
+    heads, w = cached_attention(cache, index, q, k, v, window=window, need_weights=need_weights)
     return layer.out_proj(merge_heads(heads)), w
 
 

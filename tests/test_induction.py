@@ -51,6 +51,18 @@ def test_a_prompt_then_steps_gives_the_same_logits_and_too_long_is_an_error():
             model(tokens[:, :1], cache=cache)
 
 
+def test_windowed_forward_equals_windowed_decoding():
+    model = _model(num_kv_heads=2)
+    tokens = torch.randint(11, (2, 33), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        full, _ = model(tokens, window=6)
+        cache = model.new_cache(batch_size=2)
+        steps = [model(tokens[:, :20], cache=cache, window=6)[0]]
+        steps += [model(tokens[:, t:t + 1], cache=cache, window=6)[0] for t in range(20, 33)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-12, rtol=0)
+        assert not torch.allclose(full, model(tokens)[0])  # the window changes what the model sees
+
+
 def test_repeated_tokens_repeat_and_are_seeded():
     tokens = repeated_tokens(3, 5, 7, generator=torch.Generator().manual_seed(0))
     again = repeated_tokens(3, 5, 7, generator=torch.Generator().manual_seed(0))
