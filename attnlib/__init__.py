@@ -14,6 +14,8 @@ module                    what it computes
 ``attnlib.alternatives``  additive and bilinear scores, Nadaraya–Watson regression
 ``attnlib.multihead``     splitting into heads and ``MultiHeadAttention``
 ``attnlib.numpy_ops``     the NumPy mirror of the early steps (same names)
+``attnlib.causal``        decoding: sliding-window masks, the KV cache and its size in bytes
+``attnlib.induction``     a tiny attention-only decoder, the repeated-tokens task, induction scores
 ``attnlib.flash``         memory-efficient attention: tiles and the online softmax
 ``attnlib.bench``         ``python -m attnlib.bench``: time and memory of every path vs torch
 ``attnlib.examples``      the running examples ("The cat sat on the mat", ...)
@@ -24,7 +26,7 @@ module                    what it computes
 Shape legend (used in every docstring and shape comment):
 
 * ``B``  batch size (there may be further leading batch dimensions, written ``...``)
-* ``H``  number of heads
+* ``H``  number of heads (``Hq`` query heads, ``Hkv`` key/value heads in grouped-query attention)
 * ``Lq`` query length, ``Lk`` key (and value) length, ``L`` when they are equal
 * ``Dk`` query/key width, ``Dv`` value width
 * ``D``  model (embedding) width; ``D = H * Dk`` in multi-head attention

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from attnlib._checks import (
     batch_shape,
     check_attention_args,
+    require_bool,
     require_like,
     require_rank,
     require_tensor,
@@ -76,14 +77,44 @@ def _broadcast_batch(query, key, value, attn_mask):
     return tuple(t.expand(*batch, *t.shape[-2:]) for t in (query, key, value))
 
 
-def _fast(query, key, value, attn_mask, is_causal, scale, dropout_p=0.0):
-    query, key, value = _broadcast_batch(query, key, value, attn_mask)
+def _gqa_groups(query, key, value) -> int:
+    """Query heads per key/value head for grouped-query attention: Hq / Hkv, checked."""
+    for name, t, layout in (("query", query, "(..., Hq, Lq, Dk)"), ("key", key, "(..., Hkv, Lk, Dk)"),
+                            ("value", value, "(..., Hkv, Lk, Dv)")):
+        require_tensor(name, t)
+        require_rank(name, t, 3, layout)
+    hq, hkv = query.shape[-3], key.shape[-3]
+    if value.shape[-3] != hkv:
+        raise ValueError(f"expected key and value with the same number of heads Hkv, got "
+                         f"{tuple(key.shape)} and {tuple(value.shape)}")
+    if hkv == 0 or hq % hkv:
+        raise ValueError(f"expected the query's heads Hq={hq} to be a multiple of the key/value heads Hkv, got "
+                         f"query {tuple(query.shape)}, key {tuple(key.shape)}")
+    return hq // hkv
+
+
+def _repeat_kv(query, key, value):
+    """Grouped-query attention as ordinary attention: key/value head g serves query heads g*G..(g+1)*G - 1."""
+    groups = _gqa_groups(query, key, value)
+    # (..., Hkv, Lk, D) -> (..., Hkv * G, Lk, D), each key/value head repeated for its G query heads
+    return key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
+
+
+def _fast(query, key, value, attn_mask, is_causal, scale, dropout_p=0.0, enable_gqa=False):
+    if enable_gqa:  # torch groups the heads itself; expand only the batch dims before them
+        full_key, full_value = _repeat_kv(query, key, value)
+        query, full_key, _ = _broadcast_batch(query, full_key, full_value, attn_mask)
+        batch = query.shape[:-3]
+        key, value = (t.expand(*batch, *t.shape[-3:]) for t in (key, value))
+    else:
+        query, key, value = _broadcast_batch(query, key, value, attn_mask)
     if attn_mask is not None and attn_mask.ndim < 2:  # torch's kernel wants at least (Lq, Lk)
         attn_mask = attn_mask.reshape((1,) * (2 - attn_mask.ndim) + tuple(attn_mask.shape))
     if attn_mask is not None and attn_mask.dtype != torch.bool:
         attn_mask = attn_mask.to(query.dtype)  # torch's kernel wants a bool mask or the query's dtype
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask,
-                                            dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+                                            dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                                            enable_gqa=enable_gqa)
     if attn_mask is None:
         return output
     # Keep attnlib's promise for queries whose keys are all masked: a zero output, never NaN.
@@ -93,7 +124,8 @@ def _fast(query, key, value, attn_mask, is_causal, scale, dropout_p=0.0):
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                  attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-                                 scale: float | None = None, dropout_p: float = 0.0, need_weights: bool = True):
+                                 scale: float | None = None, dropout_p: float = 0.0, enable_gqa: bool = False,
+                                 need_weights: bool = True):
     """``softmax(Q Kᵀ · scale + mask) V``; returns ``(output (..., Lq, Dv), weights (..., Lq, Lk))``.
 
     query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); ``scale=None`` means 1/√Dk.
@@ -101,12 +133,16 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     ``is_causal=True`` masks keys after each query (top-left aligned). Fully masked queries get
     zero weights and a zero output. ``dropout_p > 0`` zeroes each weight with probability p and scales
     the kept ones by 1/(1 − p) (as torch; use it only in training); the returned weights are the ones
-    used. ``need_weights=False`` returns ``(output, None)`` from torch's fused kernel.
+    used. ``enable_gqa=True``: key and value may have fewer heads Hkv than the query's Hq (Hq divisible
+    by Hkv); each group of Hq/Hkv query heads shares one key/value head. ``need_weights=False`` returns
+    ``(output, None)`` from torch's fused kernel.
     """
-    check_attention_args(query, key, value, attn_mask, is_causal, scale)
+    require_bool("enable_gqa", enable_gqa)
+    full_key, full_value = _repeat_kv(query, key, value) if enable_gqa else (key, value)
+    check_attention_args(query, full_key, full_value, attn_mask, is_causal, scale)
     check_dropout_p(dropout_p)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     if not need_weights:
-        return _fast(query, key, value, attn_mask, is_causal, scale, dropout_p), None
-    return _reference(query, key, value, attn_mask, is_causal, scale, dropout_p)
+        return _fast(query, key, value, attn_mask, is_causal, scale, dropout_p, enable_gqa), None
+    return _reference(query, full_key, full_value, attn_mask, is_causal, scale, dropout_p)
 

@@ -38,16 +38,26 @@ class MultiHeadAttention(nn.Module):
 
     ``embed_dim`` D is split into ``num_heads`` H heads of D/H. ``kdim``/``vdim`` are the feature
     widths of the key and value inputs (default D), as in ``torch.nn.MultiheadAttention``.
+    ``num_kv_heads`` Hkv (default H) key/value heads of D/H each: H/Hkv query heads share one
+    (grouped-query attention; Hkv = 1 is multi-query attention). The key and value projections then
+    map to Hkv * D/H features instead of D.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True,
-                 kdim: int | None = None, vdim: int | None = None):
+                 kdim: int | None = None, vdim: int | None = None, num_kv_heads: int | None = None):
         super().__init__()
         require_positive_int("embed_dim", embed_dim)
         require_positive_int("num_heads", num_heads)
         if embed_dim % num_heads:
             raise ValueError(f"expected embed_dim divisible by num_heads, got embed_dim={embed_dim}, "
                              f"num_heads={num_heads}")
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        require_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(f"expected num_heads divisible by num_kv_heads, got num_heads={num_heads}, "
+                             f"num_kv_heads={num_kv_heads}")
+        self.num_kv_heads = num_kv_heads
+        kv_dim = num_kv_heads * (embed_dim // num_heads)  # Hkv heads of D/H features
         for name, width in (("kdim", kdim), ("vdim", vdim)):
             if width is not None:
                 require_positive_int(name, width)
@@ -55,8 +65,8 @@ class MultiHeadAttention(nn.Module):
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias)
-        self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(self.kdim, kv_dim, bias=bias)
+        self.v_proj = nn.Linear(self.vdim, kv_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
 
     def _check(self, query, key, value) -> None:
@@ -84,10 +94,11 @@ class MultiHeadAttention(nn.Module):
         value = key if value is None else value
         self._check(query, key, value)
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, Lq, Dk)
-        k = split_heads(self.k_proj(key), self.num_heads)  # (B, H, Lk, Dk)
-        v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, Lk, Dk)
+        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, Lk, Dk)
+        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, Lk, Dk)
         heads, weights = scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                                      need_weights=need_weights)
+                                                      need_weights=need_weights,
+                                                      enable_gqa=self.num_kv_heads != self.num_heads)
         return self.out_proj(merge_heads(heads)), weights
 
     @classmethod

@@ -53,17 +53,22 @@ def _explicit_softmax(work: torch.Tensor, dim: int, row_max: torch.Tensor) -> to
     return exps / torch.where(total > 0, total, torch.ones_like(total))
 
 
-def causal_mask(lq: int, lk: int | None = None, device=None) -> torch.Tensor:
+def causal_mask(lq: int, lk: int | None = None, device=None, align: str = "upper_left") -> torch.Tensor:
     """Boolean (Lq, Lk) mask, True on and below the diagonal: query i may attend keys 0..i.
 
-    Aligned at the top-left like ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``.
+    ``align="upper_left"`` (default) is ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``.
+    ``align="lower_right"`` puts query i at position Lk - Lq + i, the last Lq of Lk positions (as when
+    decoding with a KV cache): it may attend keys 0..Lk - Lq + i. The two agree when Lq == Lk.
     """
     lk = lq if lk is None else lk
     require_positive_int("Lq", lq)
     require_positive_int("Lk", lk)
     if device is not None and not isinstance(device, (str, torch.device)):
         raise TypeError(f"expected device to be None, a str or a torch.device, got {type(device).__name__}")
-    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril()
+    if align not in ("upper_left", "lower_right"):
+        raise ValueError(f"expected align 'upper_left' or 'lower_right', got {align!r}")
+    offset = lk - lq if align == "lower_right" else 0
+    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal=offset)
 
 
 def padding_mask(lengths, length: int) -> torch.Tensor:

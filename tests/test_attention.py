@@ -241,3 +241,66 @@ def test_numpy_twin_drops_the_same_way(p):
     np.testing.assert_allclose(out, used @ v)
     with pytest.raises(ValueError, match="dropout_p"):
         numpy_ops.scaled_dot_product_attention(q, k, v, dropout_p=-1.0)
+
+# --- grouped-query attention (enable_gqa), against torch's own -----------------------------------------
+
+# (Hq, Hkv): multi-head (equal), grouped, multi-query (Hkv = 1)
+GQA_HEADS = [(4, 4), (6, 2), (8, 1), (4, 2)]
+
+
+@pytest.mark.parametrize("need_weights", [True, False], ids=["weights", "fast"])
+@pytest.mark.parametrize("mask_kind", MASKS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("hq, hkv", GQA_HEADS, ids=str)
+def test_gqa_equals_torch_sdpa_enable_gqa(hq, hkv, dtype, mask_kind, need_weights):
+    gen = torch.Generator().manual_seed(hq * 10 + hkv)
+    b, lq, lk, dk, dv = (int(n) for n in torch.randint(1, 7, (5,), generator=gen))
+    query = randn(b, hq, lq, dk, dtype=dtype, seed=1)
+    key, value = randn(b, hkv, lk, dk, dtype=dtype, seed=2), randn(b, hkv, lk, dv, dtype=dtype, seed=3)
+    mask = _mask(mask_kind, lq, lk, dtype)
+    is_causal = mask_kind == "causal"
+    out, weights = scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=is_causal,
+                                                enable_gqa=True, need_weights=need_weights)
+    expected = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=is_causal,
+                                              enable_gqa=True)
+    torch.testing.assert_close(out, expected, **tol(dtype))
+    if need_weights:
+        assert weights.shape == (b, hq, lq, lk)
+
+
+def test_gqa_query_head_uses_its_groups_key_value_head():
+    query, key, value = randn(2, 6, 5, 4, seed=1), randn(2, 3, 7, 4, seed=2), randn(2, 3, 7, 2, seed=3)
+    out, weights = scaled_dot_product_attention(query, key, value, enable_gqa=True)
+    for h in range(6):  # query heads 0, 1 share key/value head 0; 2, 3 head 1; 4, 5 head 2
+        one, w = scaled_dot_product_attention(query[:, h], key[:, h // 2], value[:, h // 2])
+        torch.testing.assert_close(out[:, h], one, **tol(torch.float64))
+        torch.testing.assert_close(weights[:, h], w, **tol(torch.float64))
+
+
+def test_gqa_with_equal_heads_is_ordinary_attention_and_broadcasts_batch(qkv64):
+    query = randn(3, 4, 5, 8, seed=1)
+    key, value = randn(1, 2, 6, 8, seed=2), randn(1, 2, 6, 3, seed=3)  # batch 1 broadcasts to 3
+    mask = random_bool_mask(3, 1, 5, 6, seed=4)
+    expected = F.scaled_dot_product_attention(query, key.expand(3, -1, -1, -1), value.expand(3, -1, -1, -1),
+                                              attn_mask=mask, enable_gqa=True)
+    for need_weights in (True, False):
+        out, _ = scaled_dot_product_attention(query, key, value, attn_mask=mask, enable_gqa=True,
+                                              need_weights=need_weights)
+        torch.testing.assert_close(out, expected, **tol(torch.float64))
+    q, k, v = qkv64
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, enable_gqa=True)[0],
+                               scaled_dot_product_attention(q, k, v)[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shapes, message", [
+    (((2, 6, 5, 4), (2, 4, 7, 4), (2, 4, 7, 4)), "Hq=6 to be a multiple"),
+    (((2, 4, 5, 4), (2, 2, 7, 4), (2, 1, 7, 4)), "same number of heads"),
+    (((5, 4), (7, 4), (7, 4)), "3 dims"),
+])
+def test_gqa_bad_heads_are_clear_errors(shapes, message):
+    query, key, value = (randn(*s, seed=i) for i, s in enumerate(shapes))
+    for need_weights in (True, False):
+        with pytest.raises(ValueError, match=message):
+            scaled_dot_product_attention(query, key, value, enable_gqa=True, need_weights=need_weights)
+    with pytest.raises(TypeError, match="enable_gqa to be a bool"):
+        scaled_dot_product_attention(query, query, query, enable_gqa="yes")

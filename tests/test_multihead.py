@@ -164,3 +164,44 @@ def test_split_heads_accepts_non_contiguous_input():
     assert not x.is_contiguous() and not y.is_contiguous()
     for t in (x, y):
         torch.testing.assert_close(merge_heads(split_heads(t, H)), t, rtol=0, atol=0)
+
+
+# --- grouped-query and multi-query attention (num_kv_heads) --------------------------------------------
+
+@pytest.mark.parametrize("num_heads, num_kv_heads", [(6, 6), (6, 3), (6, 2), (6, 1), (4, 2)])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_num_kv_heads_equals_a_hand_built_reference(num_heads, num_kv_heads, is_causal):
+    torch.manual_seed(num_heads + num_kv_heads)
+    d = 24
+    mha = MultiHeadAttention(d, num_heads, num_kv_heads=num_kv_heads).double()
+    dk, group = d // num_heads, num_heads // num_kv_heads
+    assert mha.k_proj.weight.shape == (num_kv_heads * dk, d) == mha.v_proj.weight.shape
+    x = randn(B, LK, d, seed=1)
+    out, weights = mha(x, is_causal=is_causal)
+    q, k, v = mha.q_proj(x), mha.k_proj(x), mha.v_proj(x)  # (B, L, H*dk), (B, L, Hkv*dk) x 2
+    allowed = torch.ones(LK, LK, dtype=torch.bool).tril() if is_causal else torch.ones(LK, LK, dtype=torch.bool)
+    heads = []
+    for h in range(num_heads):
+        g = h // group  # the key/value head this query head reads
+        scores = q[..., h * dk:(h + 1) * dk] @ k[..., g * dk:(g + 1) * dk].transpose(1, 2) / dk**0.5
+        w = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)  # (B, L, L)
+        torch.testing.assert_close(weights[:, h], w, **TOL64)
+        heads.append(w @ v[..., g * dk:(g + 1) * dk])
+    torch.testing.assert_close(out, mha.out_proj(torch.cat(heads, dim=-1)), **TOL64)
+    fast, _ = mha(x, is_causal=is_causal, need_weights=False)
+    torch.testing.assert_close(fast, out, **TOL64)
+
+
+def test_num_kv_heads_shrinks_the_key_and_value_projections():
+    full = MultiHeadAttention(32, 8, bias=False)
+    mqa = MultiHeadAttention(32, 8, bias=False, num_kv_heads=1)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(full) == 4 * 32 * 32
+    assert count(mqa) == 2 * 32 * 32 + 2 * 32 * 4  # W_Q, W_O full; W_K, W_V one head of 4
+    assert full.num_kv_heads == 8 and mqa.num_kv_heads == 1
+
+
+@pytest.mark.parametrize("num_kv_heads, error", [(4, ValueError), (0, ValueError), (2.0, TypeError)])
+def test_bad_num_kv_heads_is_a_clear_error(num_kv_heads, error):
+    with pytest.raises(error, match="num_kv_heads"):
+        MultiHeadAttention(12, 6, num_kv_heads=num_kv_heads)

@@ -1,0 +1,159 @@
+"""A tiny attention-only causal transformer, the repeated-tokens task, and the scores that find induction heads.
+
+An **induction head** completes ``[A][B] ... [A] -> [B]``: at a repeated token it attends to the position
+*one past* that token's earlier occurrence and copies what it finds (Elhage et al. 2021; Olsson et al.
+2022). It needs two layers: a layer-1 head that attends to the previous token writes "my previous
+token was A" into each position, and a layer-2 head then looks for the position whose previous token is
+the current one. ``train_induction`` grows one on sequences whose second half repeats the first.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnlib._checks import require_positive_int, require_rank, require_tensor
+from attnlib.causal import KVCache, cached_attention, sliding_window_mask
+from attnlib.multihead import MultiHeadAttention, merge_heads, split_heads
+
+
+class AttentionOnlyTransformer(nn.Module):
+    """Token and position embeddings, ``num_layers`` causal ``MultiHeadAttention`` layers added to the
+    residual stream, and an unembedding to next-token logits. No MLPs, no layer norm.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int = 2,
+                 max_length: int = 64, num_kv_heads: int | None = None):
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("max_length", max_length), ("num_layers", num_layers)):
+            require_positive_int(name, value)
+        self.max_length = max_length
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.position = nn.Embedding(max_length, d_model)
+        self.layers = nn.ModuleList(MultiHeadAttention(d_model, num_heads, bias=False, num_kv_heads=num_kv_heads)
+                                    for _ in range(num_layers))
+        self.unembed = nn.Linear(d_model, vocab_size, bias=False)
+
+    def new_cache(self, batch_size: int = 1, max_length: int | None = None) -> KVCache:
+        """An empty KVCache shaped for this model (its dtype and device)."""
+        first = self.layers[0]
+        return KVCache(len(self.layers), batch_size, first.num_kv_heads, max_length or self.max_length,
+                       first.embed_dim // first.num_heads, dtype=first.q_proj.weight.dtype,
+                       device=first.q_proj.weight.device)
+
+    def forward(self, tokens: torch.Tensor, cache: KVCache | None = None, need_weights: bool = False,
+                window: int | None = None):
+        """tokens (B, L) -> (logits (B, L, vocab), per-layer weights (B, H, L, Lk) or None).
+
+        Without ``cache`` every position attends causally to the ones before it. With a cache, ``tokens``
+        are the next positions after those cached; their keys and values are appended to it. ``window``:
+        each position sees only itself and the ``window - 1`` positions before it (sliding window).
+        """
+        require_tensor("tokens", tokens)
+        require_rank("tokens", tokens, 2, "(B, L)", max_rank=2)
+        start = 0 if cache is None else len(cache)
+        if start + tokens.shape[1] > self.max_length:
+            raise ValueError(f"expected at most max_length={self.max_length} positions, got "
+                             f"{start} cached + {tokens.shape[1]} new")
+        positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)
+        x = self.embed(tokens) + self.position(positions)  # (B, L, D): the residual stream
+        weights = []
+        for index, layer in enumerate(self.layers):
+            if cache is None:
+                mask = None if window is None else sliding_window_mask(x.shape[1], x.shape[1], window, x.device)
+                out, w = layer(x, attn_mask=mask, is_causal=window is None, need_weights=need_weights)
+            else:
+                out, w = _cached_layer(layer, x, cache, index, need_weights, window)
+            x = x + out  # each layer adds its output to the stream
+            weights.append(w)
+        return self.unembed(x), (weights if need_weights else None)
+
+
+def _cached_layer(layer: MultiHeadAttention, x: torch.Tensor, cache: KVCache, index: int, need_weights: bool,
+                  window: int | None = None):
+    """One MultiHeadAttention layer on new positions x (B, Lnew, D), the past read from the cache."""
+    q = split_heads(layer.q_proj(x), layer.num_heads)  # (B, H, Lnew, Dk)
+    k = split_heads(layer.k_proj(x), layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
+    v = split_heads(layer.v_proj(x), layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
+    heads, w = cached_attention(cache, index, q, k, v, window=window, need_weights=need_weights)
+    return layer.out_proj(merge_heads(heads)), w
+
+
+def repeated_tokens(batch_size: int, half: int, vocab_size: int, generator: torch.Generator | None = None,
+                    device=None) -> torch.Tensor:
+    """(B, 2 * half) integer tokens: ``half`` uniformly random tokens, then the same ``half`` again."""
+    for name, value in (("batch_size", batch_size), ("half", half), ("vocab_size", vocab_size)):
+        require_positive_int(name, value)
+    first = torch.randint(vocab_size, (batch_size, half), generator=generator)
+    return torch.cat([first, first], dim=1).to(device)
+
+
+def induction_scores(weights: torch.Tensor, half: int) -> torch.Tensor:
+    """Mean weight, over the repeat's queries, on the key one past the earlier occurrence: (B, H, L, L) -> (H,).
+
+    Query ``half + i`` holds the token of position ``i``; an induction head attends to ``i + 1``.
+    """
+    lq = weights.shape[-2]
+    queries = torch.arange(half, lq, device=weights.device)
+    return weights[..., queries, queries - half + 1].mean(dim=(0, -1))  # (B, H, half) -> (H,)
+
+
+def previous_token_scores(weights: torch.Tensor) -> torch.Tensor:
+    """Mean weight of each query (but the first) on the key just before it: (B, H, L, L) -> (H,)."""
+    queries = torch.arange(1, weights.shape[-2], device=weights.device)
+    return weights[..., queries, queries - 1].mean(dim=(0, -1))
+
+
+def head_scores(model: AttentionOnlyTransformer, tokens: torch.Tensor, half: int) -> dict[str, torch.Tensor]:
+    """Per layer and head: ``{"induction": (layers, H), "previous": (layers, H)}`` on repeated tokens."""
+    with torch.no_grad():
+        _, weights = model(tokens, need_weights=True)
+    return {"induction": torch.stack([induction_scores(w, half) for w in weights]),
+            "previous": torch.stack([previous_token_scores(w) for w in weights])}
+
+
+def repeat_loss(logits: torch.Tensor, tokens: torch.Tensor, half: int) -> torch.Tensor:
+    """Mean cross-entropy of the predictions the repeat makes possible.
+
+    tokens (B, 2 * half) from ``repeated_tokens``, logits (B, 2 * half - 1, vocab) from ``tokens[:, :-1]``:
+    positions half..2 * half - 2 predict tokens half + 1..2 * half - 1, copies of tokens 1..half - 1.
+    """
+    predictable = slice(half, 2 * half - 1)
+    return nn.functional.cross_entropy(logits[:, predictable].flatten(0, 1), tokens[:, half + 1:].flatten())
+
+
+def train_induction(model: AttentionOnlyTransformer, steps: int, halves=range(4, 17), batch_size: int = 32,
+                    lr: float = 3e-3, seed: int = 0, probe_every: int = 25, probe_half: int = 16):
+    """Train ``model`` to predict the next token (every position counts) of ``repeated_tokens`` sequences.
+
+    Each step draws its ``half`` from ``halves``: the distance to the earlier copy changes from batch to
+    batch, so the model cannot find the copy by position alone. Returns a history dict: ``loss`` (all
+    positions) and ``repeat_loss`` per step, and every ``probe_every`` steps (``probe_step``) the
+    ``induction`` and ``previous`` head scores (layers, H) on a fixed probe of 64 sequences of
+    ``2 * probe_half`` tokens.
+    """
+    vocab = model.embed.num_embeddings
+    device = model.embed.weight.device
+    gen = torch.Generator().manual_seed(seed)
+    halves = list(halves)
+    probe = repeated_tokens(64, probe_half, vocab, generator=torch.Generator().manual_seed(seed + 1), device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    history = {"loss": [], "repeat_loss": [], "probe_step": [], "induction": [], "previous": []}
+    for step in range(steps + 1):
+        if step % probe_every == 0 or step == steps:
+            scores = head_scores(model, probe, probe_half)
+            history["probe_step"].append(step)
+            history["induction"].append(scores["induction"])
+            history["previous"].append(scores["previous"])
+        if step == steps:
+            break
+        half = halves[int(torch.randint(len(halves), (), generator=gen))]
+        tokens = repeated_tokens(batch_size, half, vocab, generator=gen, device=device)
+        logits, _ = model(tokens[:, :-1])  # predict token t + 1 from tokens 0..t
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        history["loss"].append(loss.item())
+        history["repeat_loss"].append(repeat_loss(logits.detach(), tokens, half).item())
+    return history
