@@ -88,12 +88,15 @@ def softmax(x: np.ndarray, dim: int = -1, temperature: float = 1.0) -> np.ndarra
     return (exps / np.where(total > 0, total, 1.0)).astype(x.dtype)
 
 
-def causal_mask(lq: int, lk: int | None = None) -> np.ndarray:
-    """Boolean (Lq, Lk) mask, True on and below the diagonal."""
+def causal_mask(lq: int, lk: int | None = None, align: str = "upper_left") -> np.ndarray:
+    """Boolean (Lq, Lk) mask, True on and below the diagonal; ``align="lower_right"`` ends it at the last key."""
     lk = lq if lk is None else lk
     require_positive_int("Lq", lq)
     require_positive_int("Lk", lk)
-    return np.tril(np.ones((lq, lk), dtype=bool))
+    if align not in ("upper_left", "lower_right"):
+        raise ValueError(f"expected align 'upper_left' or 'lower_right', got {align!r}")
+    offset = lk - lq if align == "lower_right" else 0
+    return np.tril(np.ones((lq, lk), dtype=bool), k=offset)
 
 
 def padding_mask(lengths, length: int) -> np.ndarray:
@@ -156,13 +159,18 @@ def _dropout(weights: np.ndarray, p: float) -> np.ndarray:
 
 def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
                                  attn_mask: np.ndarray | None = None, is_causal: bool = False,
-                                 scale: float | None = None, dropout_p: float = 0.0, need_weights: bool = True):
+                                 scale: float | None = None, dropout_p: float = 0.0, enable_gqa: bool = False,
+                                 need_weights: bool = True):
     """``softmax(Q Kᵀ · scale + mask) V``; returns ``(output (..., Lq, Dv), weights (..., Lq, Lk))``.
 
     Same rules as the torch version; float16 is computed in float32. ``dropout_p`` drops weights
-    (NumPy's global random state) and returns the ones used. ``need_weights=False`` returns ``(output, None)``.
+    (NumPy's global random state) and returns the ones used. ``enable_gqa=True``: key and value may have
+    fewer heads (..., Hkv, Lk, D), each shared by Hq/Hkv query heads. ``need_weights=False`` returns ``(output, None)``.
     """
     _arrays(query=query, key=key, value=value)
+    require_bool("enable_gqa", enable_gqa)
+    if enable_gqa:
+        key, value = _repeat_kv(query, key, value)
     check_qkv(query, key, value)
     check_dropout_p(dropout_p)
     require_positive("scale", scale, allow_none=True)
@@ -174,6 +182,17 @@ def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.n
     weights = _dropout(softmax(apply_mask(scores, attn_mask, is_causal), dim=-1), dropout_p)
     output = weighted_sum(weights, value).astype(dtype)  # (..., Lq, Dv)
     return output, (weights.astype(dtype) if need_weights else None)
+
+
+def _repeat_kv(query, key, value):
+    """Key/value head g serves query heads g*G..(g+1)*G - 1: (..., Hkv, Lk, D) -> (..., Hkv * G, Lk, D)."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        require_rank(name, t, 3, "(..., H, L, D)")
+    hq, hkv = query.shape[-3], key.shape[-3]
+    if value.shape[-3] != hkv or hkv == 0 or hq % hkv:
+        raise ValueError(f"expected the query's heads Hq={hq} to be a multiple of the key/value heads Hkv, got "
+                         f"query {query.shape}, key {key.shape}, value {value.shape}")
+    return np.repeat(key, hq // hkv, axis=-3), np.repeat(value, hq // hkv, axis=-3)
 
 
 def split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:

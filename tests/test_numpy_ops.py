@@ -119,3 +119,25 @@ def test_float16_is_computed_in_float32_like_torch():
     assert np_out.dtype == np.float16 and np.isfinite(np_out).all()
     np.testing.assert_allclose(np_out.astype(np.float32), torch_out.float().numpy(), rtol=2e-3, atol=2e-2)
     np.testing.assert_allclose(np_w.astype(np.float32), torch_w.float().numpy(), rtol=2e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("lq, lk", [(3, 3), (2, 5), (5, 5)])
+@pytest.mark.parametrize("align", ["upper_left", "lower_right"])
+def test_causal_mask_alignment_matches_torch(lq, lk, align):
+    from attnlib import causal_mask as torch_causal_mask  # noqa: PLC0415
+
+    np.testing.assert_array_equal(numpy_ops.causal_mask(lq, lk, align=align),
+                                  torch_causal_mask(lq, lk, align=align).numpy())
+
+
+def test_grouped_query_attention_matches_torch():
+    rng = np.random.default_rng(3)
+    q, k, v = rng.normal(size=(2, 6, 4, 8)), rng.normal(size=(2, 2, 5, 8)), rng.normal(size=(2, 2, 5, 3))
+    ours, weights = numpy_ops.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    theirs = torch.nn.functional.scaled_dot_product_attention(*(torch.from_numpy(t) for t in (q, k, v)),
+                                                              enable_gqa=True)
+    np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-12)
+    assert weights.shape == (2, 6, 4, 5)
+    with pytest.raises(ValueError, match="multiple of the key/value heads"):
+        numpy_ops.scaled_dot_product_attention(q, k[:, :1].repeat(4, axis=1), v[:, :1].repeat(4, axis=1),
+                                               enable_gqa=True)
