@@ -102,6 +102,9 @@ def _code_cells(doctree: nodes.document):
 def rewrite_exercise_cells(app: Sphinx, doctree: nodes.document) -> None:
     """``doctree-read`` handler: rewrite code cells that carry nbgrader markers for the edition."""
     which = edition()
+    stem = _chapter_stem(app.env.docname)
+    if stem is not None:  # the page's launch buttons depend on its release: rebuild it when that appears or changes
+        app.env.note_dependency(str(RELEASE / f"{stem}.ipynb"))
     for cell, block in list(_code_cells(doctree)):
         text = block.astext()
         if "### BEGIN " not in text and "### END " not in text:
