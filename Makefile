@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup book serve test lint unit notebooks lab student autograde bench clean
+.PHONY: setup book serve test lint unit notebooks lab student autograde bench clean pdf
 
 setup: $(STAMP)
 
@@ -27,6 +27,12 @@ $(STAMP): requirements.txt pyproject.toml $(wildcard package-lock.json)
 book: $(STAMP)
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 	@echo "The book is at file://$(CURDIR)/$(HTML)/index.html  (make serve: http://127.0.0.1:$(PORT)/)"
+
+# The print edition: the built site printed by Chromium into one PDF per edition (book/_ext/print_book.py):
+# _build/pdf/attention-step-by-step.pdf (exercises without solutions) and ...-instructors.pdf (with them).
+pdf: book
+	$(PY) book/_ext/print_book.py --site $(HTML)
+	$(PY) book/_ext/print_book.py --site $(HTML) --instructor
 
 serve: book
 	$(PY) -m http.server --bind 127.0.0.1 --directory $(HTML) $(PORT)
