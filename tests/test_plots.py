@@ -78,10 +78,17 @@ def test_palette_png_is_smaller_and_keeps_the_picture():
     plt.close("all")
 
 
+def _dense_figure():
+    """A figure that is cheaper as pixels than as vectors (20 000 points)."""
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.scatter(*np.random.default_rng(0).random((2, 20_000)), s=1)
+    return fig
+
+
 def test_figure_to_html_is_an_inline_2x_png_with_escaped_alt():
-    fig, _ = plt.subplots(figsize=(4, 3))
+    fig = _dense_figure()
     html = plots.figure_to_html(fig, alt='a "quoted" <alt>')
-    assert html.startswith('<img alt="a &quot;quoted&quot; &lt;alt&gt;" width="')
+    assert html.startswith('<img alt="a &quot;quoted&quot; &lt;alt&gt;. 20000 plotted points." width="')
     payload = html.split("base64,")[1].rstrip('"/>')
     png = base64.b64decode(payload)
     assert png.startswith(b"\x89PNG")
@@ -94,9 +101,13 @@ def test_figure_to_html_describes_the_figure_by_default():
     fig, ax = plt.subplots()
     plots.heatmap(np.array([[0.9, 0.1], [0.3, 0.7]]), ["q1", "q2"], ["k1", "k2"], ax=ax, title="toy")
     html = plots.figure_to_html(fig)
-    alt = html.split('alt="')[1].split('"')[0]
+    alt = re.search(r'(?:alt|aria-label)="([^"]*)"', html).group(1)
     assert alt.startswith("&quot;toy&quot;: heatmap of 2 rows (query) by 2 columns (key)")
     assert "q1: k1 0.9; q2: k2 0.7" in alt and "each row sums to 1" in alt
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    titled = re.search(r'(?:alt|aria-label)="([^"]*)"', plots.figure_to_html(fig, alt="the diagonal")).group(1)
+    assert titled.startswith("the diagonal. a curve rises from 0 to 1")  # the caller's title, then the content
 
 
 def test_html_heatmap_shades_cells_and_escapes_labels():
@@ -193,3 +204,23 @@ def test_html_heatmap_colours_are_opaque_and_readable():
     assert cells == [("#ffffff", "#000"), ("#1f77b4", "#fff")]
     assert '<th scope="row">q</th>' in table and '<th scope="col">a</th>' in table
     assert "linear-gradient(90deg,#fff,#1f77b4)" in table  # the colour bar
+
+
+def test_small_charts_become_inline_svg_with_unique_ids():
+    def chart(title):
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.bar(range(3), [0.2, 0.5, 0.3])
+        ax.set_title(title)
+        return fig
+
+    first, second = plots.figure_to_html(chart("one")), plots.figure_to_html(chart("two"))
+    assert first.startswith('<svg role="img" aria-label="&quot;one&quot;: 3 bars, tallest')
+    assert "<text" in first and "<metadata>" not in first and "<?xml" not in first  # text stays text
+    ids = [set(re.findall(r'\bid="([^"]+)"', html)) for html in (first, second)]
+    assert ids[0] and not ids[0] & ids[1]  # two figures on one page never share an id
+    for html, own in zip((first, second), ids, strict=True):
+        assert set(re.findall(r"url\(#([^)]+)\)", html)) <= own  # every reference points inside its figure
+    assert first == plots.figure_to_html(chart("one"))  # deterministic: same figure, same markup
+    dense = plots.figure_to_html(_dense_figure())
+    assert dense.startswith("<img") and "data:image/png;base64," in dense  # pixels are cheaper here
+    assert not plt.get_fignums()

@@ -5,14 +5,18 @@ chapters show goes through ``figure_png``: a 2x palette PNG (crisp on high-densi
 in a page) that carries its own text alternative, ``describe_figure``'s account of what is drawn
 (titles, axes, colour bar, and the pattern: each row's strongest key, a curve's trend, the tallest
 bar). The website's ``book/_ext/a11y.py`` writes it into the image's ``alt``; JupyterLab reads it
-from the output's metadata.
+from the output's metadata. Explorer states (``figure_to_html``) are inline SVG where that is the
+smaller (charts of lines and bars: a few kB), otherwise the same described 2x PNG.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
+import hashlib
 import html
 import io
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -336,15 +340,43 @@ def png_text(png: bytes) -> dict[str, str]:
         return dict(getattr(image, "text", {}))
 
 
-def figure_to_html(fig, dpi: int = 72, alt: str | None = None) -> str:
-    """An ``<img>`` tag holding the figure as an inline 2x palette PNG with its text alternative (closes the figure).
+_SVG_ID = re.compile(r'\bid="([^"]+)"')
 
-    ``alt=None`` describes the figure (``describe_figure``).
+
+def figure_svg(fig, alt: str) -> str:
+    """``fig`` as inline SVG markup (text as text), named by ``alt`` for screen readers.
+
+    Its ids get a prefix made from its content, so several figures on one page never share one.
     """
+    buffer = io.StringIO()
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "attnlib", "svg.image_inline": True}):
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text[text.index("<svg"):], flags=re.DOTALL)
+    prefix = "f" + hashlib.sha256(text.encode()).hexdigest()[:8] + "-"
+    for name in set(_SVG_ID.findall(text)):
+        text = text.replace(f'id="{name}"', f'id="{prefix}{name}"').replace(f"#{name})", f"#{prefix}{name})")
+        text = text.replace(f'href="#{name}"', f'href="#{prefix}{name}"')
+    label = html.escape(alt)
+    return text.replace("<svg ", f'<svg role="img" aria-label="{label}" style="max-width:100%;height:auto" ', 1)
+
+
+def figure_to_html(fig, dpi: int = 72, alt: str | None = None) -> str:
+    """The figure as inline HTML with its text alternative (closes the figure): SVG where that is smaller
+    (line and bar charts: text stays text, sharp at any zoom), otherwise an ``<img>`` of a 2x palette PNG.
+
+    The text alternative is ``describe_figure``'s account of it, after ``alt`` when one is given (a
+    caller's title such as "weights at T = 0.5" leads, what the figure shows follows).
+    """
+    described = describe_figure(fig)
+    alt = described if alt is None else f"{alt.rstrip('. ')}. {described}"
     png, meta = figure_png(fig, dpi=dpi, alt=alt)
-    data = base64.b64encode(png).decode("ascii")
+    svg = figure_svg(fig, alt)
     plt.close(fig)
-    return (f'<img alt="{html.escape(meta["alt"])}" width="{meta["width"]}" height="{meta["height"]}" '
+    if len(gzip.compress(svg.encode(), mtime=0)) < 0.8 * len(png):
+        return svg
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<img alt="{html.escape(alt)}" width="{meta["width"]}" height="{meta["height"]}" '
             f'style="max-width:100%;height:auto" src="data:image/png;base64,{data}"/>')
 
 
