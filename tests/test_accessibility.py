@@ -279,7 +279,7 @@ def test_chapter_figures_say_what_they_show():
     _require_site()
     chapters = [p for p in PAGES if re.match(r"book/0\d_", p)]
     assert chapters, PAGES
-    words = re.compile(r"heatmap|against|rises|falls|varies|bars|points|Figure")
+    words = re.compile(r"heatmap|colour grid|against|rises|falls|varies|bars|points|Figure")
     for page in chapters:
         described = [i["alt"] for i in page_images(page) if "_static/" not in i.get("src", "")
                      and (i.get("src", "").endswith(".png") or i.get("src", "").startswith(("data:image/png",
@@ -299,7 +299,9 @@ const wide = Array.from(document.querySelectorAll('body *')).filter(e => {
   const r = e.getBoundingClientRect(); return r.width > 0 && r.right > width + 1 && !scrolls(e);
 }).slice(0, 8).map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + '.' + String(e.className).slice(0, 40)
                      + ' right=' + Math.round(e.getBoundingClientRect().right));
-return {scrollWidth: document.documentElement.scrollWidth, width: width, wide: wide};
+const narrow = Array.from(document.querySelectorAll('.attnlib-explorer .slider-container, .attnlib-explorer select'))
+  .map(e => Math.round(e.getBoundingClientRect().width)).filter(w => w < 120);
+return {scrollWidth: document.documentElement.scrollWidth, width: width, wide: wide, narrow: narrow};
 """
 
 
@@ -309,6 +311,7 @@ def test_no_horizontal_scroll_at_320px(page, browsers, server):
     open_page(driver, server, page)
     result = driver.execute_script(OVERFLOW)
     assert result["scrollWidth"] <= result["width"], f"{page} at 320 px is {result['scrollWidth']} px wide: {result}"
+    assert result["narrow"] == [], f"{page} at 320 px: explorer controls too narrow to use ({result['narrow']} px)"
 
 
 # --- keyboard ---------------------------------------------------------------------------------------------

@@ -224,3 +224,16 @@ def test_small_charts_become_inline_svg_with_unique_ids():
     dense = plots.figure_to_html(_dense_figure())
     assert dense.startswith("<img") and "data:image/png;base64," in dense  # pixels are cheaper here
     assert not plt.get_fignums()
+
+
+def test_colour_images_say_which_rows_change_sharply():
+    fig, ax = plt.subplots()
+    smooth = np.linspace(0, 1, 50)[None, :, None] * np.ones((1, 1, 3))
+    steps = np.repeat(np.eye(3)[None, [0, 0, 1, 1, 2]], 10, axis=1)  # (1, 50, 3): two jumps of colour
+    ax.imshow(np.concatenate([smooth, steps]), aspect="auto")
+    ax.set_yticks([0, 1], ["soft", "hard"])
+    ax.set(xlabel="direction", title="lookup")
+    text = plots.describe_figure(fig)
+    assert text == ('"lookup": colour grid of 2 rows by 50 columns along direction; soft: changes gradually; '
+                    "hard: 2 sharp colour changes.")
+    plt.close("all")

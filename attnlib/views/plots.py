@@ -203,8 +203,23 @@ def _row_pattern(m: np.ndarray, rows: list[str], cols: list[str]) -> str:
     return "largest value in each row: " + "; ".join(parts)
 
 
+def _describe_colours(ax, m: np.ndarray) -> str:
+    """An RGB(A) image: its rows (by tick label) and whether each changes colour sharply or gradually."""
+    rows = _ticks(ax.get_yticklabels())
+    rows = rows if len(rows) == m.shape[0] else [f"row {i}" for i in range(m.shape[0])]
+    steps = np.abs(np.diff(m[..., :3], axis=1)).max(axis=-1)  # (rows, cols - 1): colour change to the right
+    changes = []
+    for name, row in zip(rows, steps, strict=True):
+        sharp = int((row > 0.25).sum())
+        changes.append(f"{name}: {sharp} sharp colour changes" if sharp else f"{name}: changes gradually")
+    along = f" along {ax.get_xlabel()}" if ax.get_xlabel() else ""
+    return f"colour grid of {m.shape[0]} rows by {m.shape[1]} columns{along}; " + "; ".join(changes)
+
+
 def _describe_image(ax, image) -> str:
     m = np.asarray(image.get_array(), dtype=float)
+    if m.ndim == 3 and m.shape[-1] in (3, 4):
+        return _describe_colours(ax, m)
     if m.ndim != 2:
         return "an image"
     rows, cols = _ticks(ax.get_yticklabels()), _ticks(ax.get_xticklabels())
