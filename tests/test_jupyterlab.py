@@ -208,7 +208,7 @@ const app = window.jupyterapp;
   await panel.context.ready;
   const deadline = Date.now() + 60000;
   const cells = () => panel.content.widgets.filter(c => c.model.type === 'markdown');
-  const pending = () => cells().some(c => !c.rendered || !c.node.querySelector('.jp-RenderedHTMLCommon'));
+  const pending = () => cells().some(c => !c.rendered || !c.node.innerText.trim());
   while (Date.now() < deadline && pending()) { await new Promise(r => setTimeout(r, 250)); }
   await new Promise(r => setTimeout(r, 1500));
   done({count: cells().length, pending: pending(),
@@ -225,11 +225,15 @@ def test_chapters_show_no_raw_myst_in_jupyterlab(jupyterlab):
     with bu.chromium(width=1400, height=1000) as driver:
         driver.set_script_timeout(120)
         for name in chapters:
-            driver.get(f"{base}lab/tree/book/{name}?token={TOKEN}")
+            driver.get(f"{base}lab/tree/book/{name}?reset&token={TOKEN}")  # reset: only this notebook open
             _wait_notebook_open(driver)
-            result = driver.execute_async_script(MARKDOWN)
-            assert "error" not in result, f"{name}: {result}"
-            raw = [m.group(0) for text in result["texts"] for m in RAW_MYST.finditer(text)]
+            deadline = time.monotonic() + 45
+            while True:  # MyST renders asynchronously, cell by cell
+                result = driver.execute_async_script(MARKDOWN)
+                assert "error" not in result, f"{name}: {result}"
+                raw = [m.group(0) for text in result["texts"] for m in RAW_MYST.finditer(text)]
+                if not raw or time.monotonic() > deadline:
+                    break
             assert result["count"] > 0 and raw == [], f"{name}: JupyterLab shows raw MyST markup {raw[:10]}"
             assert not result["pending"], f"{name}: markdown cells left unrendered"
             assert result["maths"] > 0, f"{name}: no math typeset in the markdown cells"
