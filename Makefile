@@ -24,7 +24,7 @@ export ATTNLIB_EDITION := $(EDITION)
 # The nbgrader course directory: kept for the whole term, never deleted by make (make student COURSE=...).
 COURSE ?= course-work
 
-.PHONY: setup book serve test lint unit notebooks lab student autograde feedback grades bench clean
+.PHONY: setup book serve test lint unit notebooks lab student autograde feedback grades bench clean pdf
 
 setup: $(STAMP)
 
@@ -45,6 +45,12 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml $(wildcard packag
 book: $(STAMP) | book-packages
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 	@echo "The book is at file://$(CURDIR)/$(HTML)/index.html  (make serve: http://127.0.0.1:$(PORT)/)"
+
+# The print edition: the built site printed by Chromium into one PDF per edition (book/_ext/print_book.py):
+# _build/pdf/attention-step-by-step.pdf (exercises without solutions) and ...-instructors.pdf (with them).
+pdf: book
+	$(PY) book/_ext/print_book.py --site $(HTML)
+	$(PY) book/_ext/print_book.py --site $(HTML) --instructor
 
 serve: book
 	$(PY) -m http.server --bind 127.0.0.1 --directory $(HTML) $(PORT)

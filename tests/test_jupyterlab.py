@@ -6,12 +6,16 @@ no news, no extension manager) in a temporary copy of the repository's ``book/``
 JupyterLab's own ``notebook:run-all-cells`` command (what Run > Run All Cells does) and checks that
 the fresh output holds BertViz's head view: an ``<svg>`` with attention lines. Every request the
 page makes must stay on loopback.
+
+Every chapter's markdown is also read as JupyterLab renders it with jupyterlab-myst
+(requirements.txt): no raw MyST markup (``{cite}``, ``{eq}``, a directive's fence) may show.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -100,6 +104,9 @@ def _environment(home: Path) -> dict:
     news = home / "settings" / "@jupyterlab" / "apputils-extension"
     news.mkdir(parents=True)
     (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}), encoding="utf-8")
+    notebook = home / "settings" / "@jupyterlab" / "notebook-extension"  # render every cell, not just those in view
+    notebook.mkdir(parents=True)
+    (notebook / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}), encoding="utf-8")
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
                JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -191,3 +198,46 @@ def test_head_view_renders_in_jupyterlab(jupyterlab, capsys):
     assert all(v["svgs"] > 0 and v["texts"] > 0 and v["button"] == 1 for v in probe["neurons"]), probe["neurons"]
     outside = [r.url for r in requests if not bu.is_loopback(r.url)]
     assert outside == [], f"JupyterLab page requests leaving loopback: {outside}"
+
+
+# --- MyST markup renders (jupyterlab-myst) ---------------------------------------------------------------
+
+RAW_MYST = re.compile(r"\{(cite|cite:p|cite:t|eq|ref|numref|doc|math|glue)\}|```\{|:::\{|\{bibliography\}"
+                      r"|\{admonition\}")
+MARKDOWN = """
+const done = arguments[arguments.length - 1];
+const app = window.jupyterapp;
+(async () => {
+  const panel = app.shell.currentWidget;
+  await panel.context.ready;
+  const deadline = Date.now() + 60000;
+  const cells = () => panel.content.widgets.filter(c => c.model.type === 'markdown');
+  const pending = () => cells().some(c => !c.rendered || !c.node.innerText.trim());
+  while (Date.now() < deadline && pending()) { await new Promise(r => setTimeout(r, 250)); }
+  await new Promise(r => setTimeout(r, 1500));
+  done({count: cells().length, pending: pending(),
+        texts: cells().map(c => c.node.innerText),  // the hidden editor (display: none) is not in innerText
+        maths: cells().reduce((n, c) => n + c.node.querySelectorAll('.katex, mjx-container').length, 0)});
+})().catch(e => done({error: String(e && e.stack || e)}));
+"""
+
+
+def test_chapters_show_no_raw_myst_in_jupyterlab(jupyterlab):
+    base, _ = jupyterlab
+    chapters = sorted(p.name for p in (bu.REPO / "book").glob("[0-9][0-9]_*.ipynb"))
+    assert chapters, "expected chapter notebooks in book/"
+    with bu.chromium(width=1400, height=1000) as driver:
+        driver.set_script_timeout(120)
+        for name in chapters:
+            driver.get(f"{base}lab/tree/book/{name}?reset&token={TOKEN}")  # reset: only this notebook open
+            _wait_notebook_open(driver)
+            deadline = time.monotonic() + 45
+            while True:  # MyST renders asynchronously, cell by cell
+                result = driver.execute_async_script(MARKDOWN)
+                assert "error" not in result, f"{name}: {result}"
+                raw = [m.group(0) for text in result["texts"] for m in RAW_MYST.finditer(text)]
+                if not raw or time.monotonic() > deadline:
+                    break
+            assert result["count"] > 0 and raw == [], f"{name}: JupyterLab shows raw MyST markup {raw[:10]}"
+            assert not result["pending"], f"{name}: markdown cells left unrendered"
+            assert result["maths"] > 0, f"{name}: no math typeset in the markdown cells"

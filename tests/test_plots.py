@@ -2,6 +2,8 @@
 
 import base64
 import io
+import re
+import warnings
 
 import matplotlib
 
@@ -76,13 +78,36 @@ def test_palette_png_is_smaller_and_keeps_the_picture():
     plt.close("all")
 
 
-def test_figure_to_html_is_an_inline_png_with_escaped_alt():
-    fig, _ = plt.subplots()
+def _dense_figure():
+    """A figure that is cheaper as pixels than as vectors (20 000 points)."""
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.scatter(*np.random.default_rng(0).random((2, 20_000)), s=1)
+    return fig
+
+
+def test_figure_to_html_is_an_inline_2x_png_with_escaped_alt():
+    fig = _dense_figure()
     html = plots.figure_to_html(fig, alt='a "quoted" <alt>')
-    assert html.startswith('<img alt="a &quot;quoted&quot; &lt;alt&gt;" src="data:image/png;base64,')
+    assert html.startswith('<img alt="a &quot;quoted&quot; &lt;alt&gt;. 20000 plotted points." width="')
     payload = html.split("base64,")[1].rstrip('"/>')
-    assert base64.b64decode(payload).startswith(b"\x89PNG")
+    png = base64.b64decode(payload)
+    assert png.startswith(b"\x89PNG")
+    width = int(html.split('width="')[1].split('"')[0])
+    assert width == -(-Image.open(io.BytesIO(png)).size[0] // 2)  # drawn at twice the size it is shown
     assert not plt.get_fignums()  # the figure was closed
+
+
+def test_figure_to_html_describes_the_figure_by_default():
+    fig, ax = plt.subplots()
+    plots.heatmap(np.array([[0.9, 0.1], [0.3, 0.7]]), ["q1", "q2"], ["k1", "k2"], ax=ax, title="toy")
+    html = plots.figure_to_html(fig)
+    alt = re.search(r'(?:alt|aria-label)="([^"]*)"', html).group(1)
+    assert alt.startswith("&quot;toy&quot;: heatmap of 2 rows (query) by 2 columns (key)")
+    assert "q1: k1 0.9; q2: k2 0.7" in alt and "each row sums to 1" in alt
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    titled = re.search(r'(?:alt|aria-label)="([^"]*)"', plots.figure_to_html(fig, alt="the diagonal")).group(1)
+    assert titled.startswith("the diagonal. a curve rises from 0 to 1")  # the caller's title, then the content
 
 
 def test_html_heatmap_shades_cells_and_escapes_labels():
@@ -90,9 +115,125 @@ def test_html_heatmap_shades_cells_and_escapes_labels():
     table = plots.html_heatmap(m, ["<b>q</b>", "r"], ["k1", "k&2"], caption="<i>c</i>")
     assert "&lt;b&gt;q&lt;/b&gt;" in table and "k&amp;2" in table and "&lt;i&gt;c&lt;/i&gt;" in table
     assert "<b>" not in table and "<i>" not in table
-    assert table.count("<td ") == 4 and ">0.50</td>" in table
-    assert "rgba(31,119,180,1.00);color:white" in table  # the 1.0 cell at vmax=1
+    assert table.count("<td style") == 4 and ">0.50</td>" in table
+    assert "background:#1f77b4;color:#fff" in table  # the 1.0 cell at vmax=1
     relative = plots.html_heatmap(m / 4, ["a", "b"], ["x", "y"], vmax=None)
-    assert "rgba(31,119,180,1.00)" in relative  # shaded against the matrix's own maximum
+    assert "background:#1f77b4" in relative  # shaded against the matrix's own maximum
     with pytest.raises(ValueError, match=r"expected 2 col_labels .* got 1"):
         plots.html_heatmap(m, ["a", "b"], ["x"])
+
+
+def test_heatmap_has_a_colour_bar_and_centres_signed_scores_at_zero():
+    ax = plots.heatmap(np.array([[-2.0, 1.0], [0.5, 0.0]]), title="scores")
+    image = ax.images[0]
+    assert image.get_cmap().name == plots.DIVERGING
+    assert image.norm.vmin == -2.0 and image.norm.vmax == 2.0  # symmetric: white is 0
+    bars = [a for a in ax.figure.axes if plots._is_colorbar(a)]
+    assert len(bars) == 1 and bars[0]._colorbar.mappable is image
+    weights = plots.heatmap(np.array([[0.2, 0.8], [0.5, 0.5]]))
+    assert weights.images[0].get_cmap().name == "viridis"
+    assert not any(plots._is_colorbar(a) for a in plots.heatmap(np.eye(2), colorbar=False).figure.axes)
+    plt.close("all")
+
+
+def test_annotations_contrast_with_their_cells():
+    ax = plots.heatmap(np.array([[0.0, 1.0]]), vmin=0, vmax=1, cmap="viridis")
+    # viridis: 0 is dark purple (white text), 1 is light yellow (black text)
+    assert [t.get_color() for t in ax.texts] == ["white", "black"]
+    plt.close("all")
+
+
+def test_head_grid_shares_one_colour_bar():
+    fig = plots.head_grid(_weights(h=3), ["a", "b", "c", "d"], query_tokens=["a", "b", "c"], ncols=2)
+    bars = [a for a in fig.axes if plots._is_colorbar(a)]
+    assert len(bars) == 1 and bars[0].get_ylabel() == "weight"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # chapters call tight_layout again after changing labels
+        fig.set_size_inches(8, 5)
+        fig.tight_layout()
+    plt.close("all")
+
+
+def test_describe_figure_reads_curves_bars_and_panels():
+    fig, (left, right) = plt.subplots(1, 2)
+    left.plot([1, 2, 4], [1, 4, 16], label="squares")
+    left.axhline(3)  # a reference line: not described
+    left.set(xlabel="n", ylabel="n squared", title="growth")
+    right.bar(range(3), [0.2, 0.5, 0.3])
+    right.set_xticks(range(3), ["the", "cat", "sat"])
+    text = plots.describe_figure(fig)
+    assert text.startswith("Figure with 2 panels. Panel 1: \"growth\": n squared against n; squares rises from 1 to 16")
+    assert "Panel 2:" in text and "3 bars, tallest cat at 0.5, lowest the at 0.2" in text
+    fig.suptitle("two views")
+    assert plots.describe_figure(fig).startswith('Figure with 2 panels, "two views". ')
+    plt.close("all")
+
+
+def test_figure_png_carries_its_description_and_scale():
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [1, 0], label="down")
+    png, meta = plots.figure_png(fig)
+    text = plots.png_text(png)
+    assert text[plots.ALT_KEY] == meta["alt"] == plots.describe_figure(fig) and "down falls from 1 to 0" in meta["alt"]
+    assert text[plots.SCALE_KEY] == "2"
+    width, height = Image.open(io.BytesIO(png)).size
+    assert (meta["width"], meta["height"]) == (-(-width // 2), -(-height // 2))
+    assert meta["width"] == pytest.approx(3 * 72, abs=30)  # shown at 72 dpi, whatever the tight box trims
+    plt.close("all")
+
+
+def test_use_compact_figures_gives_described_2x_images():
+    from IPython.core.interactiveshell import InteractiveShell  # noqa: PLC0415 - only this test needs a shell
+
+    shell = InteractiveShell.instance()
+    try:
+        plots.use_compact_figures()
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.set_title("a title")
+        data, metadata = shell.display_formatter.format(fig)
+        assert data["image/png"].startswith(b"\x89PNG")
+        assert metadata["image/png"]["alt"].startswith('"a title"') and metadata["image/png"]["width"] > 0
+    finally:
+        InteractiveShell.clear_instance()
+        plt.close("all")
+
+
+def test_html_heatmap_colours_are_opaque_and_readable():
+    table = plots.html_heatmap(np.array([[0.0, 1.0]]), ["q"], ["a", "b"], caption="c")
+    cells = re.findall(r"background:(#[0-9a-f]{6});color:(#[0-9a-f]{3})", table)
+    assert cells == [("#ffffff", "#000"), ("#1f77b4", "#fff")]
+    assert '<th scope="row">q</th>' in table and '<th scope="col">a</th>' in table
+    assert "linear-gradient(90deg,#fff,#1f77b4)" in table  # the colour bar
+
+
+def test_small_charts_become_inline_svg_with_unique_ids():
+    def chart(title):
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.bar(range(3), [0.2, 0.5, 0.3])
+        ax.set_title(title)
+        return fig
+
+    first, second = plots.figure_to_html(chart("one")), plots.figure_to_html(chart("two"))
+    assert first.startswith('<svg role="img" aria-label="&quot;one&quot;: 3 bars, tallest')
+    assert "<text" in first and "<metadata>" not in first and "<?xml" not in first  # text stays text
+    ids = [set(re.findall(r'\bid="([^"]+)"', html)) for html in (first, second)]
+    assert ids[0] and not ids[0] & ids[1]  # two figures on one page never share an id
+    for html, own in zip((first, second), ids, strict=True):
+        assert set(re.findall(r"url\(#([^)]+)\)", html)) <= own  # every reference points inside its figure
+    assert first == plots.figure_to_html(chart("one"))  # deterministic: same figure, same markup
+    dense = plots.figure_to_html(_dense_figure())
+    assert dense.startswith("<img") and "data:image/png;base64," in dense  # pixels are cheaper here
+    assert not plt.get_fignums()
+
+
+def test_colour_images_say_which_rows_change_sharply():
+    fig, ax = plt.subplots()
+    smooth = np.linspace(0, 1, 50)[None, :, None] * np.ones((1, 1, 3))
+    steps = np.repeat(np.eye(3)[None, [0, 0, 1, 1, 2]], 10, axis=1)  # (1, 50, 3): two jumps of colour
+    ax.imshow(np.concatenate([smooth, steps]), aspect="auto")
+    ax.set_yticks([0, 1], ["soft", "hard"])
+    ax.set(xlabel="direction", title="lookup")
+    text = plots.describe_figure(fig)
+    assert text == ('"lookup": colour grid of 2 rows by 50 columns along direction; soft: changes gradually; '
+                    "hard: 2 sharp colour changes.")
+    plt.close("all")

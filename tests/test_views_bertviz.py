@@ -349,3 +349,122 @@ def test_browser_view_without_libraries_says_why(browser, tmp_path):
     assert "include_libraries=True" not in browser.execute_script(
         f"return document.getElementById('{root}').textContent")
     assert browser.execute_script("return document.querySelectorAll('svg line').length") > 0
+
+
+# --- for every reader: a text alternative, the keyboard, the column's width --------------------------------
+
+
+def designed(layers=2, heads=3, length=4):
+    """Head h of layer n sends 0.85 of each query's weight to key (query + h + n) mod L: a known answer."""
+    out = []
+    for n in range(layers):
+        layer = torch.full((heads, length, length), 0.15 / (length - 1), dtype=torch.float64)
+        for h in range(heads):
+            for q in range(length):
+                layer[h, q, (q + h + n) % length] = 0.85
+        out.append(layer[None])
+    return out
+
+
+def test_head_view_text_alternative_names_each_querys_strongest_key():
+    tokens = ["<b>", "cat", "sat", "a\u2028b"]
+    html = bv.head_view(designed(), tokens, layer=1, heads=[0, 2], include_libraries=False).data
+    table = html[html.index('<details class="attnlib-view-text">'):]
+    assert "<caption>Layer 1: the key each query token weights most, per head</caption>" in table
+    assert '<th scope="col">head 0</th><th scope="col">head 2</th>' in table and "head 1</th>" not in table
+    shown = ["&lt;b&gt;", "cat", "sat", "a&#x2028;b"]
+    for q, token in enumerate(shown):  # layer 1: head 0 -> q + 1, head 2 -> q + 3
+        cells = f"<td>{shown[(q + 1) % 4]} 0.85</td><td>{shown[(q + 3) % 4]} 0.85</td>"
+        row = f'<tr><th scope="row">{token}</th>{cells}</tr>'
+        assert row in table, row
+    assert "<b>" not in table
+    assert scripts_of(table) == []
+
+
+def test_model_view_text_alternative_lists_every_heads_strongest_weights():
+    tokens = ["w", "x", "y", "z"]
+    html = bv.model_view(designed(layers=2, heads=3), tokens, include_libraries=False).data
+    table = html[html.index('<details class="attnlib-view-text">'):]
+    assert table.count('<th scope="row">layer ') == 2 * 3
+    row = table[table.index("layer 1, head 2</th>"):].split("</tr>")[0]
+    # layer 1, head 2: query q -> key (q + 3) mod 4, weight 0.85, three of them listed
+    assert row.count(" 0.85") == 3 and "w → z 0.85" in row and "x → w 0.85" in row
+
+
+def test_views_carry_their_keyboard_and_fit_code():
+    head = bv.head_view(designed(), list("wxyz"), include_libraries=False).data
+    model = bv.model_view(designed(), list("wxyz"), include_libraries=False).data
+    for html, kind in ((head, "head"), (model, "model")):
+        script = scripts_of(html)[0]
+        assert "'aria-label', 'Layer'" in script and "viewBox" in script
+        assert f'document.getElementById("{params_of(html)["root_div_id"]}"), "{kind}")' in script
+
+
+KEY_STATE = """
+const root = document.getElementById(arguments[0]);
+const e = document.activeElement;
+return {role: e.getAttribute('role'), label: e.getAttribute('aria-label'), inside: root.contains(e),
+        switches: Array.from(root.querySelectorAll('[role="switch"]')).map(s => s.getAttribute('aria-checked')),
+        lines: Array.from(root.querySelectorAll('svg line'))
+                 .filter(l => parseFloat(l.getAttribute('stroke-opacity')) > 0).length,
+        details: root.querySelectorAll('.detail').length,
+        select: (root.querySelector('select#layer') || {getAttribute: () => null}).getAttribute('aria-label')};
+"""
+
+
+def _keys(browser, *keys):
+    from selenium.webdriver.common.action_chains import ActionChains  # noqa: PLC0415
+
+    ActionChains(browser).send_keys(*keys).perform()
+
+
+@pytest.mark.browser
+def test_browser_head_toggles_work_by_keyboard(browser, tmp_path):
+    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
+
+    html = bv.head_view(designed(), list("wxyz"), include_libraries=True).data
+    open_page(browser, tmp_path, html)
+    root = params_of(html)["root_div_id"]
+    state = browser.execute_script(KEY_STATE, root)
+    assert state["select"] == "Layer" and state["switches"] == ["true"] * 3
+    _keys(browser, Keys.TAB)  # the layer menu
+    _keys(browser, Keys.TAB)  # the group of head toggles (one tab stop)
+    state = browser.execute_script(KEY_STATE, root)
+    assert state["inside"] and state["role"] == "switch" and state["label"] == "head 0", state
+    _keys(browser, Keys.ARROW_RIGHT)
+    assert browser.execute_script(KEY_STATE, root)["label"] == "head 1"
+    lines = state["lines"]
+    _keys(browser, Keys.SPACE)
+    state = browser.execute_script(KEY_STATE, root)
+    assert state["switches"] == ["true", "false", "true"] and state["label"] == "head 1", state
+    assert state["lines"] < lines  # head 1's lines are hidden
+    _keys(browser, Keys.ENTER)
+    assert browser.execute_script(KEY_STATE, root)["switches"] == ["true"] * 3
+
+
+@pytest.mark.browser
+def test_browser_model_view_by_keyboard_and_fits_a_phone(browser, tmp_path):
+    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
+
+    html = bv.model_view(designed(layers=2, heads=12), list("wxyz"), include_libraries=True).data
+    browser.set_window_size(390, 800)
+    try:
+        open_page(browser, tmp_path, f'<div style="max-width:360px">{html}</div>')
+        root = params_of(html)["root_div_id"]
+        width = browser.execute_script(
+            "return document.querySelector('#' + arguments[0] + ' svg').getBoundingClientRect().width", root)
+        assert 0 < width <= 360, f"the model view is {width} px wide in a 360 px column"
+        _keys(browser, Keys.TAB)
+        state = browser.execute_script(KEY_STATE, root)
+        assert state["role"] == "button" and state["label"] == "layer 0, head 0: enlarge", state
+        _keys(browser, Keys.ARROW_DOWN)
+        assert browser.execute_script(KEY_STATE, root)["label"] == "layer 1, head 0: enlarge"
+        _keys(browser, Keys.ARROW_RIGHT)
+        assert browser.execute_script(KEY_STATE, root)["label"] == "layer 1, head 1: enlarge"
+        _keys(browser, Keys.ENTER)
+        state = browser.execute_script(KEY_STATE, root)
+        assert state["details"] > 0 and state["label"] == "layer 1, head 1: enlarge", state
+        _keys(browser, Keys.SPACE)
+        assert browser.execute_script(KEY_STATE, root)["details"] == 0
+    finally:
+        browser.set_window_size(1280, 900)

@@ -14,12 +14,22 @@ BertViz itself (``html_action="return"``) and rewrite the HTML it returns:
 * the random ``uuid`` element id becomes a deterministic one, and weights are rounded, so the output
   of an executed notebook is the same on every run and every device.
 
+For every reader, the output also carries:
+
+* a text alternative: a collapsed ``<details>`` table of the strongest weights (``text_alternative``);
+* keyboard operation: the head view's head toggles and the model view's thumbnails get a roving
+  focus (Tab reaches the group, arrow keys move, Enter or Space toggles or enlarges), names and
+  states for screen readers; the layer menu gets a label;
+* a fit to the column: the model view's SVG (970 px wide in BertViz) scales to the width it is given,
+  on a phone and in print.
+
 The same HTML works in JupyterLab, Jupyter Notebook and the built website.
 """
 
 from __future__ import annotations
 
 import hashlib
+import html as html_text
 import itertools
 import json
 import re
@@ -102,6 +112,161 @@ def safe_json(value) -> str:
     return re.sub("[<>&\u2028\u2029]", lambda m: _JSON_ESCAPES[m.group()], text)
 
 
+# --- the text alternative ------------------------------------------------------------------------
+
+
+def _esc(text: str) -> str:
+    """Text for HTML: escaped, and the JavaScript line separators U+2028/9 as character references."""
+    return html_text.escape(text).replace("\u2028", "&#x2028;").replace("\u2029", "&#x2029;")
+
+
+def _strongest(head: torch.Tensor, tokens: list[str], count: int) -> str:
+    """The ``count`` largest weights of one head (L, L) as "query → key 0.61" items."""
+    values, flat = torch.topk(head.flatten(), min(count, head.numel()))
+    length = head.shape[-1]
+    return "; ".join(f"{tokens[int(i) // length]} → {tokens[int(i) % length]} {v:.2f}"
+                     for v, i in zip(values.tolist(), flat.tolist(), strict=True))
+
+
+def _head_table(weights: torch.Tensor, tokens: list[str], layer: int, heads: list[int]) -> str:
+    """Rows: query tokens; columns: heads; cell: the key each query weights most, and the weight."""
+    esc = _esc
+    header = "".join(f'<th scope="col">head {h}</th>' for h in heads)
+    rows = []
+    for q, token in enumerate(tokens):
+        cells = []
+        for h in heads:
+            k = int(torch.argmax(weights[layer, h, q]))
+            cells.append(f"<td>{esc(tokens[k])} {weights[layer, h, q, k].item():.2f}</td>")
+        rows.append(f'<tr><th scope="row">{esc(token)}</th>{"".join(cells)}</tr>')
+    caption = f"Layer {layer}: the key each query token weights most, per head"
+    return (f"<table><caption>{esc(caption)}</caption><tr><th scope=\"col\">query</th>{header}</tr>"
+            f"{''.join(rows)}</table>")
+
+
+def _model_table(weights: torch.Tensor, tokens: list[str], count: int = 3) -> str:
+    """Rows: (layer, head); cell: that head's ``count`` strongest query → key weights."""
+    esc = _esc
+    rows = [f'<tr><th scope="row">layer {n}, head {h}</th><td>{esc(_strongest(weights[n, h], tokens, count))}</td></tr>'
+            for n in range(weights.shape[0]) for h in range(weights.shape[1])]
+    return ('<table><caption>The strongest weights of every head (query → key, weight)</caption>'
+            '<tr><th scope="col">head</th><th scope="col">strongest weights</th></tr>'
+            f"{''.join(rows)}</table>")
+
+
+def text_alternative(weights: torch.Tensor, tokens: list[str], kind: str, layer: int | None = None,
+                     heads: Sequence[int] | None = None) -> str:
+    """A collapsed ``<details>`` with what the view draws, as a table a screen reader can read.
+
+    ``weights`` (N, H, L, L) as ``format_attention`` returns them. Head view (``kind="head"``): for the
+    layer shown first, the key each query weights most in each shown head. Model view: the three
+    strongest weights of every head. Tokens are escaped text.
+    """
+    if kind == "head":
+        shown = list(range(weights.shape[1])) if heads is None else list(heads)
+        table = _head_table(weights, tokens, 0 if layer is None else layer, shown)
+    else:
+        table = _model_table(weights, tokens)
+    return (f'<details class="attnlib-view-text"><summary>Attention as text (a table)</summary>'
+            f'<div style="overflow-x:auto">{table}</div></details>')
+
+
+# --- keyboard, names and fit (JavaScript run after BertViz drew) ----------------------------------
+
+_ACCESS_JS = r"""
+function (root, kind) {
+  if (!root) { return; }
+  var layer = root.querySelector('select#layer');
+  if (layer && !layer.getAttribute('aria-label')) { layer.setAttribute('aria-label', 'Layer'); }
+  function items() {
+    if (kind === 'head') {
+      var svg = root.querySelector('#vis svg');
+      if (!svg) { return []; }
+      var groups = Array.prototype.filter.call(svg.children, function (g) {
+        return g.tagName === 'g' && !g.id && g.querySelector(':scope > rect') && !g.querySelector('text, line');
+      });
+      return groups.length ? Array.prototype.slice.call(groups[groups.length - 1].children) : [];
+    }
+    return Array.prototype.map.call(root.querySelectorAll('rect.attn_background'), function (bg) {
+      var group = bg.parentNode, rects = group.querySelectorAll(':scope > rect');
+      return rects[rects.length - 1];
+    });
+  }
+  function describe(item, i, count) {
+    if (kind === 'head') {
+      var on = (item.getAttribute('fill') || '').charAt(0) === '#';
+      item.setAttribute('role', 'switch');
+      item.setAttribute('aria-checked', on ? 'true' : 'false');
+      item.setAttribute('aria-label', 'head ' + i);
+    } else {
+      var bg = item.parentNode.querySelector('rect.attn_background');
+      var parts = (bg.id || '').split('_');
+      var open = bg.getAttribute('stroke-opacity') !== '0';
+      item.setAttribute('role', 'button');
+      item.setAttribute('aria-pressed', open ? 'true' : 'false');
+      item.setAttribute('aria-label', 'layer ' + parts[2] + ', head ' + parts[3] + ': enlarge');
+    }
+  }
+  function fit() {
+    var svg = root.querySelector('#vis svg');
+    if (kind !== 'model' || !svg || svg.getAttribute('viewBox')) { return; }
+    var w = +svg.getAttribute('width'), h = +svg.getAttribute('height');
+    if (!w || !h) { return; }
+    svg.setAttribute('viewBox', '0 0 ' + w + ' ' + h);
+    svg.setAttribute('width', '100%');
+    svg.removeAttribute('height');
+    svg.style.maxWidth = w + 'px';
+    svg.style.height = 'auto';
+  }
+  function enhance() {
+    fit();
+    var list = items(), focused = -1;
+    list.forEach(function (item, i) {
+      describe(item, i, list.length);
+      if (item.getAttribute('tabindex') === '0') { focused = i; }
+      if (item.dataset.attnlibKeys) { return; }
+      item.dataset.attnlibKeys = '1';
+      item.setAttribute('focusable', 'true');
+      item.addEventListener('keydown', function (event) { onKey(event, i); });
+    });
+    list.forEach(function (item, i) { item.setAttribute('tabindex', i === Math.max(focused, 0) ? '0' : '-1'); });
+    var svg = root.querySelector('#vis svg');
+    if (svg && list.length) {
+      svg.setAttribute('role', 'group');
+      svg.setAttribute('aria-label', kind === 'head'
+        ? 'Heads: arrow keys move, Space or Enter turns a head on or off'
+        : 'Layers and heads: arrow keys move, Space or Enter enlarges a head');
+    }
+  }
+  function onKey(event, i) {
+    var list = items(), step = {ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1}[event.key];
+    if (kind === 'model' && (event.key === 'ArrowDown' || event.key === 'ArrowUp')) {
+      var perRow = root.querySelectorAll('rect.attn_background[id^="attn_background_0_"]').length || 1;
+      step *= perRow;
+    }
+    if (step) {
+      var next = Math.min(Math.max(i + step, 0), list.length - 1);
+      list.forEach(function (item, j) { item.setAttribute('tabindex', j === next ? '0' : '-1'); });
+      list[next].focus();
+      event.preventDefault();
+    } else if (event.key === 'Enter' || event.key === ' ') {
+      list[i].dispatchEvent(new MouseEvent('click', {bubbles: true}));
+      event.preventDefault();
+      enhance();
+      var again = items();
+      if (again[i]) { again[i].focus(); }
+    }
+  }
+  enhance();
+  new MutationObserver(function (mutations) {
+    if (mutations.some(function (m) { return m.type === 'childList' || m.attributeName === 'fill'
+                                            || m.attributeName === 'stroke-opacity'; })) { enhance(); }
+  }).observe(root.querySelector('#vis') || root, {childList: true, subtree: true, attributes: true,
+                                                  attributeFilter: ['fill', 'stroke-opacity']});
+}
+"""
+
+
 # --- the rewrite of BertViz's HTML ----------------------------------------------------------------
 
 
@@ -120,7 +285,7 @@ def libraries_script() -> str:
             f'window.{GLOBAL} = libs;\n}})();\n</script>\n')
 
 
-def _runner(root_id: str) -> str:
+def _runner(root_id: str, kind: str = "head") -> str:
     """JS that calls ``render($, d3)`` once the libraries exist; while they do not, the view says why.
 
     It polls (every 50 ms, after 2 s every 250 ms, for up to 5 minutes) because a notebook front end
@@ -128,11 +293,12 @@ def _runner(root_id: str) -> str:
     """
     missing = ("This BertViz view needs d3 and jQuery, which the first view of the notebook carries. "
                "Run that cell, or this one with include_libraries=True.")
+    access = f"({_ACCESS_JS.strip()})(document.getElementById({safe_json(root_id)}), {safe_json(kind)});"
     return (f"(function (render) {{\n"
             f"  var note = null;\n"
             f"  function attempt(tries) {{\n"
             f"    var libs = window.{GLOBAL};\n"
-            f"    if (libs) {{ if (note) {{ note.remove(); }} render(libs.$, libs.d3); return; }}\n"
+            f"    if (libs) {{ if (note) {{ note.remove(); }} render(libs.$, libs.d3); {access} return; }}\n"
             f"    var root = document.getElementById({safe_json(root_id)});\n"
             f"    if (tries === 40 && root) {{\n"
             f"      note = document.createElement('p');\n"
@@ -187,7 +353,7 @@ def _rewrite(html: str, kind: str, tokens: list[str], include_libraries: bool) -
     before = _replace_once(_UUID_ID, root_id, before)  # the <div id=...>
     before = _replace_once(_CDN_SCRIPT, "", before)
     before = _replace_once(_REQUIRE_CONFIG, "", before)
-    before = _replace_once(_REQUIRE_CALL, _runner(root_id), before)
+    before = _replace_once(_REQUIRE_CALL, _runner(root_id, kind), before)
     script = before.index("<script")
     libraries = libraries_script() if include_libraries else ""
     return before[:script] + libraries + before[script:] + _PARAMS + safe_json(params) + ";" + after
@@ -205,7 +371,7 @@ def _view(kind: str, draw, attention, tokens, include_libraries, decimals: int, 
     placeholders = [f"t{i}" for i in range(len(tokens))]  # BertViz never sees the real tokens
     raw = draw(attention=list(weights[:, None]), tokens=placeholders, html_action="return", **options)
     html = _rewrite(raw.data, kind, tokens, _want_libraries(include_libraries))
-    return HTML(html)
+    return HTML(html + text_alternative(weights, tokens, kind, options.get("layer"), options.get("heads")))
 
 
 def head_view(attention, tokens, *, layer: int | None = None, heads: Sequence[int] | None = None,

@@ -1,19 +1,37 @@
 """Matplotlib figures of attention: heatmaps of weight matrices and grids of heads.
 
-Pure data in, an ``Axes`` or ``Figure`` out; nothing here computes attention.
+Pure data in, an ``Axes`` or ``Figure`` out; nothing here computes attention. Every figure the
+chapters show goes through ``figure_png``: a 2x palette PNG (crisp on high-density screens, light
+in a page) that carries its own text alternative, ``describe_figure``'s account of what is drawn
+(titles, axes, colour bar, and the pattern: each row's strongest key, a curve's trend, the tallest
+bar). The website's ``book/_ext/a11y.py`` writes it into the image's ``alt``; JupyterLab reads it
+from the output's metadata. Explorer states (``figure_to_html``) are inline SVG where that is the
+smaller (charts of lines and bars: a few kB), otherwise the same described 2x PNG.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
+import hashlib
 import html
 import io
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython import get_ipython
+from matplotlib.colors import to_rgb
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
+
+SCALE = 2  # image pixels per CSS pixel: 2x PNGs stay sharp on high-density screens
+ALT_KEY = "Description"  # the PNG text chunk (a registered keyword) that holds the figure's description
+SCALE_KEY = "attnlib-scale"  # PNG text chunk: pixels per CSS pixel, so a page shows the image at its size
+MAX_ROWS_DESCRIBED = 12
+DIVERGING = "RdBu_r"  # blue-white-red: readable with red-green colour-vision deficiencies (ColorBrewer)
 
 
 def to_numpy(x) -> np.ndarray:
@@ -36,13 +54,31 @@ def _literal(labels, n: int) -> list[str]:
     return [str(label).replace("$", r"\$") for label in (labels if labels is not None else range(n))]
 
 
+def _colour_scale(m: np.ndarray, cmap, vmin, vmax):
+    """(cmap, vmin, vmax): signed data with no map named gets a diverging map centred at 0."""
+    finite = m[np.isfinite(m)]
+    signed = finite.size > 0 and finite.min() < 0 < finite.max()
+    if cmap is not None:
+        return cmap, vmin, vmax
+    if not signed:
+        return "viridis", vmin, vmax
+    limit = float(np.abs(finite).max())
+    return DIVERGING, -limit if vmin is None else vmin, limit if vmax is None else vmax
+
+
 def heatmap(weights, row_labels=None, col_labels=None, ax=None, title: str | None = None,
-            annotate: bool = True, fmt: str = "{:.2f}", cmap: str = "viridis", vmin=None, vmax=None):
-    """Draw a (Lq, Lk) matrix (e.g. attention weights) with one labelled row per query; returns the Axes."""
+            annotate: bool = True, fmt: str = "{:.2f}", cmap: str | None = None, vmin=None, vmax=None,
+            colorbar: bool = True):
+    """Draw a (Lq, Lk) matrix (e.g. attention weights) with one labelled row per query; returns the Axes.
+
+    ``cmap=None``: viridis, or a diverging map centred at 0 when the matrix has both signs.
+    ``colorbar``: draw the colour scale beside the matrix.
+    """
     m = to_numpy(weights)
     _check_matrix("weights", m, row_labels, col_labels)
     if ax is None:
-        _, ax = plt.subplots(figsize=(0.55 * m.shape[1] + 2, 0.45 * m.shape[0] + 1.2))
+        _, ax = plt.subplots(figsize=(0.55 * m.shape[1] + 2.8, 0.45 * m.shape[0] + 1.2))
+    cmap, vmin, vmax = _colour_scale(m, cmap, vmin, vmax)
     image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(m.shape[1]), _literal(col_labels, m.shape[1]), rotation=45, ha="right")
     ax.set_yticks(range(m.shape[0]), _literal(row_labels, m.shape[0]))
@@ -52,57 +88,236 @@ def heatmap(weights, row_labels=None, col_labels=None, ax=None, title: str | Non
         ax.set_title(title)
     if annotate and m.size <= 400:
         _annotate(ax, m, fmt, image)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.03)
     return ax
 
 
+def _luminance(rgba) -> float:
+    """Relative luminance (WCAG) of a colour."""
+    channels = np.asarray(rgba[:3], dtype=float)
+    linear = np.where(channels <= 0.04045, channels / 12.92, ((channels + 0.055) / 1.055) ** 2.4)
+    return float(linear @ np.array([0.2126, 0.7152, 0.0722]))
+
+
 def _annotate(ax, m: np.ndarray, fmt: str, image) -> None:
-    middle = (np.nanmin(m) + np.nanmax(m)) / 2 if np.isfinite(m).any() else 0.0
+    """Each value written on its cell, in black or white, whichever contrasts more with the cell."""
     for (i, j), value in np.ndenumerate(m):
-        dark = image.norm(value) < image.norm(middle) if np.isfinite(value) else False
+        dark = np.isfinite(value) and _luminance(image.cmap(image.norm(value))) < 0.18
         ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8,
                 color="white" if dark else "black")
 
 
 def head_grid(weights, tokens, ncols: int = 4, titles=None, query_tokens=None, annotate: bool = False,
               vmax=None):
-    """One heatmap per head of weights (H, Lq, Lk), ``ncols`` per row; returns the Figure."""
+    """One heatmap per head of weights (H, Lq, Lk), ``ncols`` per row, one shared colour bar; returns the Figure."""
     w = to_numpy(weights)
     if w.ndim != 3:
         raise ValueError(f"expected weights of shape (H, Lq, Lk), got {w.shape}")
     h = w.shape[0]
     ncols = min(ncols, h)
     nrows = -(-h // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.0 * nrows), squeeze=False)
-    for i, ax in enumerate(axes.flat):
+    fig = plt.figure(figsize=(3.2 * ncols + 0.6, 3.0 * nrows))
+    grid = fig.add_gridspec(nrows, ncols + 1, width_ratios=[1] * ncols + [0.05])  # last column: the colour bar
+    axes = [fig.add_subplot(grid[i // ncols, i % ncols]) for i in range(nrows * ncols)]
+    top = float(np.nanmax(w)) if vmax is None else vmax
+    for i, ax in enumerate(axes):
         if i >= h:
             ax.axis("off")
             continue
         heatmap(w[i], query_tokens if query_tokens is not None else tokens, tokens, ax=ax,
-                title=titles[i] if titles is not None else f"head {i}", annotate=annotate, vmin=0, vmax=vmax)
+                title=titles[i] if titles is not None else f"head {i}", annotate=annotate, vmin=0, vmax=top,
+                cmap="viridis", colorbar=False)
+    fig.colorbar(axes[0].images[0], cax=fig.add_subplot(grid[:, -1]), label="weight")
     fig.tight_layout()
     return fig
+
+
+def _shade(share: float) -> tuple[str, str]:
+    """(background, text colour) of a cell at ``share`` of the scale: opaque white-to-blue, readable text."""
+    base = np.array(to_rgb("#1f77b4"))
+    rgb = 1 - share * (1 - base)
+    dark = 1.05 / (_luminance(rgb) + 0.05) > (_luminance(rgb) + 0.05) / 0.05
+    colour = "#{:02x}{:02x}{:02x}".format(*(int(round(c * 255)) for c in rgb))
+    return colour, "#fff" if dark else "#000"
 
 
 def html_heatmap(matrix, row_labels, col_labels, caption: str = "", vmax: float | None = 1.0,
                  fmt: str = "{:.2f}") -> str:
     """A (rows, cols) matrix as an HTML table, each cell shaded by ``value / vmax`` (None: the matrix max).
 
-    A few kilobytes where a PNG heatmap costs tens: the light choice for explorer states. Labels are escaped.
+    A few kilobytes where a PNG heatmap costs tens: the light choice for explorer states. Labels are escaped;
+    header cells carry their scope (a screen reader names each number's row and column), colours are opaque
+    (readable in the site's dark mode too) and a colour bar under the table gives the scale.
     """
     m = to_numpy(matrix)
     _check_matrix("matrix", m, row_labels, col_labels)
     top = float(np.max(m)) if vmax is None else float(vmax)
     top = top if top > 0 else 1.0
-    cell = 'style="padding:1px 4px;text-align:right;background:rgba(31,119,180,{:.2f});color:{}"'
-    header = "".join(f"<th>{html.escape(str(c))}</th>" for c in col_labels)
+    cell = '<td style="padding:1px 4px;text-align:right;background:{};color:{}">{}</td>'
+    header = "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in col_labels)
     rows = []
     for label, values in zip(row_labels, m.tolist(), strict=True):
-        shares = [min(max(v / top, 0.0), 1.0) for v in values]
-        cells = "".join(f"<td {cell.format(a, 'white' if a > 0.55 else 'black')}>{fmt.format(v)}</td>"
-                        for v, a in zip(values, shares, strict=True))
-        rows.append(f"<tr><th>{html.escape(str(label))}</th>{cells}</tr>")
-    return (f'<table style="border-collapse:collapse;font-size:12px"><caption>{html.escape(caption)}</caption>'
-            f"<tr><th></th>{header}</tr>{''.join(rows)}</table>")
+        cells = "".join(cell.format(*_shade(min(max(v / top, 0.0), 1.0)), fmt.format(v)) for v in values)
+        rows.append(f'<tr><th scope="row">{html.escape(str(label))}</th>{cells}</tr>')
+    end = _shade(1.0)[0]
+    legend = (f'<div style="display:flex;align-items:center;gap:4px;font-size:11px" aria-hidden="true">'
+              f'<span>0</span><span style="width:80px;height:8px;background:linear-gradient(90deg,#fff,{end});'
+              f'border:1px solid #767676"></span><span>{fmt.format(top)}</span></div>')
+    return (f'<div class="attnlib-table" style="background:#fff;color:#000;display:inline-block;padding:2px">'
+            f'<table style="border-collapse:collapse;font-size:12px;color:#000">'
+            f'<caption style="color:#000">{html.escape(caption)}</caption>'
+            f"<tr><td></td>{header}</tr>{''.join(rows)}</table>{legend}</div>")
+
+
+# --- text alternatives --------------------------------------------------------------------------------
+
+
+def _number(value: float) -> str:
+    return f"{value:.2g}" if abs(value) < 0.01 or abs(value) >= 1000 else f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _ticks(labels) -> list[str]:
+    return [t.get_text().replace(r"\$", "$") for t in labels]
+
+
+def _is_colorbar(ax) -> bool:
+    return getattr(ax, "_colorbar", None) is not None
+
+
+def _colorbar_of(ax, image):
+    for other in ax.figure.axes:
+        bar = getattr(other, "_colorbar", None)
+        if bar is not None and bar.mappable is image:
+            return bar
+    return None
+
+
+def _row_pattern(m: np.ndarray, rows: list[str], cols: list[str]) -> str:
+    """Each row's largest entry, e.g. "cat: sat 0.41" (the strongest key of each query)."""
+    if m.shape[0] > MAX_ROWS_DESCRIBED or not np.isfinite(m).any(axis=1).all():
+        i, j = np.unravel_index(np.nanargmax(m), m.shape)
+        return f"largest value {_number(m[i, j])} at row {rows[i]}, column {cols[j]}"
+    best = np.nanargmax(m, axis=1)
+    parts = [f"{rows[i]}: {cols[j]} {_number(m[i, j])}" for i, j in enumerate(best)]
+    return "largest value in each row: " + "; ".join(parts)
+
+
+def _describe_colours(ax, m: np.ndarray) -> str:
+    """An RGB(A) image: its rows (by tick label) and whether each changes colour sharply or gradually."""
+    rows = _ticks(ax.get_yticklabels())
+    rows = rows if len(rows) == m.shape[0] else [f"row {i}" for i in range(m.shape[0])]
+    steps = np.abs(np.diff(m[..., :3], axis=1)).max(axis=-1)  # (rows, cols - 1): colour change to the right
+    changes = []
+    for name, row in zip(rows, steps, strict=True):
+        sharp = int((row > 0.25).sum())
+        changes.append(f"{name}: {sharp} sharp colour changes" if sharp else f"{name}: changes gradually")
+    along = f" along {ax.get_xlabel()}" if ax.get_xlabel() else ""
+    return f"colour grid of {m.shape[0]} rows by {m.shape[1]} columns{along}; " + "; ".join(changes)
+
+
+def _describe_image(ax, image) -> str:
+    m = np.asarray(image.get_array(), dtype=float)
+    if m.ndim == 3 and m.shape[-1] in (3, 4):
+        return _describe_colours(ax, m)
+    if m.ndim != 2:
+        return "an image"
+    rows, cols = _ticks(ax.get_yticklabels()), _ticks(ax.get_xticklabels())
+    rows = rows if len(rows) == m.shape[0] else [str(i) for i in range(m.shape[0])]
+    cols = cols if len(cols) == m.shape[1] else [str(j) for j in range(m.shape[1])]
+    finite = m[np.isfinite(m)]
+    text = f"heatmap of {m.shape[0]} rows ({ax.get_ylabel() or 'rows'}) by {m.shape[1]} columns " \
+           f"({ax.get_xlabel() or 'columns'})"
+    if finite.size:
+        text += f", values from {_number(finite.min())} to {_number(finite.max())}"
+        if finite.min() >= 0 and np.allclose(np.nansum(m, axis=1), 1, atol=1e-2):
+            text += ", each row sums to 1"
+        text += "; " + _row_pattern(m, rows, cols)
+    bar = _colorbar_of(ax, image)
+    if bar is not None:
+        text += f"; colour bar: {bar.ax.get_ylabel()}" if bar.ax.get_ylabel() else "; with a colour bar"
+    return text
+
+
+def _trend(y: np.ndarray) -> str:
+    y = y[np.isfinite(y)]
+    if y.size < 2:
+        return f"at {_number(y[0])}" if y.size else "empty"
+    d = np.diff(y)
+    shape = "rises" if (d >= 0).all() else "falls" if (d <= 0).all() else "varies"
+    return f"{shape} from {_number(y[0])} to {_number(y[-1])} (range {_number(y.min())} to {_number(y.max())})"
+
+
+def _describe_lines(ax) -> list[str]:
+    out = []
+    for line in ax.get_lines():
+        x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+        if y.size == 0 or line.get_label().startswith("_") and y.size <= 2 and len(set(y)) == 1:
+            continue  # reference lines (axhline) without a legend entry
+        name = line.get_label() if not line.get_label().startswith("_") else "a curve"
+        out.append(f"{name} {_trend(y)} as x goes from {_number(x.min())} to {_number(x.max())}")
+    return out
+
+
+def _describe_bars(ax) -> list[str]:
+    out = []
+    for container in ax.containers:
+        if not isinstance(container, BarContainer) or not container.patches:
+            continue
+        heights = np.array([p.get_height() for p in container.patches], dtype=float)
+        ticks = _ticks(ax.get_xticklabels())
+        names = ticks if len(ticks) == heights.size else [str(i) for i in range(heights.size)]
+        top, low = int(np.nanargmax(heights)), int(np.nanargmin(heights))
+        out.append(f"{heights.size} bars, tallest {names[top]} at {_number(heights[top])}, "
+                   f"lowest {names[low]} at {_number(heights[low])}")
+    return out
+
+
+def _describe_points(ax) -> list[str]:
+    counts = [len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets") and len(c.get_offsets())]
+    return [f"{sum(counts)} plotted points"] if counts and not ax.images else []
+
+
+def describe_axes(ax) -> str:
+    """One panel in words: title, what is drawn (heatmap, curves, bars, points) and its axes."""
+    details = []
+    if not ax.images and (ax.get_xlabel() or ax.get_ylabel()):
+        log = " (log scale)" if "log" in (ax.get_xscale(), ax.get_yscale()) else ""
+        details.append(f"{ax.get_ylabel() or 'y'} against {ax.get_xlabel() or 'x'}{log}")
+    details += [_describe_image(ax, image) for image in ax.images]
+    details += _describe_lines(ax) + _describe_bars(ax) + _describe_points(ax)
+    text, title = "; ".join(details), ax.get_title()
+    if title and text:
+        return f'"{title}": {text}'
+    return f'"{title}"' if title else text
+
+
+def describe_figure(fig) -> str:
+    """A text alternative for ``fig``: its title and every visible panel (colour bars are read with their panel)."""
+    fig.canvas.draw()  # tick labels exist only once drawn
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison and not _is_colorbar(ax)]
+    described = [describe_axes(ax) for ax in panels]
+    described = [d for d in described if d]
+    heading = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) is not None else ""
+    if len(described) == 1 and not heading:
+        return f"{described[0]}."
+    intro = f"Figure with {len(described)} panels" if len(described) > 1 else "Figure"
+    intro = f'{intro}, "{heading}"' if heading else intro
+    if not described:
+        return f"{intro}, nothing plotted."
+    if len(described) == 1:
+        return f"{intro}: {described[0]}."
+    return f"{intro}. " + " ".join(f"Panel {i + 1}: {d}." for i, d in enumerate(described))
+
+
+# --- compact, described images ------------------------------------------------------------------------
+
+
+def _quantize(png: bytes, colors: int, info: PngInfo | None = None) -> bytes:
+    image = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=colors, dither=Image.Dither.NONE)
+    compact = io.BytesIO()
+    image.save(compact, format="png", optimize=True, pnginfo=info)
+    return compact.getvalue()
 
 
 def palette_png(fig, dpi: int = 72, colors: int = 128) -> bytes:
@@ -112,24 +327,79 @@ def palette_png(fig, dpi: int = 72, colors: int = 128) -> bytes:
     """
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    image = Image.open(buffer).convert("RGB").quantize(colors=colors, dither=Image.Dither.NONE)
-    compact = io.BytesIO()
-    image.save(compact, format="png", optimize=True)
-    return compact.getvalue()
+    return _quantize(buffer.getvalue(), colors)
 
 
-def figure_to_html(fig, dpi: int = 72, alt: str = "figure") -> str:
-    """An ``<img>`` tag holding the figure as an inline palette PNG (closes the figure)."""
-    data = base64.b64encode(palette_png(fig, dpi=dpi)).decode("ascii")
+def figure_png(fig, dpi: int = 72, colors: int = 128, scale: int = SCALE, alt: str | None = None) -> tuple[bytes, dict]:
+    """(PNG, metadata) of ``fig`` drawn at ``scale`` x ``dpi``, to be shown at ``dpi``.
+
+    The metadata is Jupyter's for an image output: ``width``/``height`` in CSS pixels and ``alt``
+    (``describe_figure`` unless given). The PNG carries both too (text chunks ``Description`` and
+    ``attnlib-scale``), so the text alternative travels with the image wherever it goes.
+    """
+    alt = describe_figure(fig) if alt is None else alt
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi * scale, bbox_inches="tight")
+    info = PngInfo()
+    info.add_text(ALT_KEY, alt)
+    info.add_text(SCALE_KEY, str(scale))
+    png = _quantize(buffer.getvalue(), colors, info)
+    width, height = Image.open(io.BytesIO(png)).size
+    return png, {"width": -(-width // scale), "height": -(-height // scale), "alt": alt}
+
+
+def png_text(png: bytes) -> dict[str, str]:
+    """The text chunks of a PNG (e.g. ``Description``, the alt text ``figure_png`` wrote)."""
+    with Image.open(io.BytesIO(png)) as image:
+        image.load()
+        return dict(getattr(image, "text", {}))
+
+
+_SVG_ID = re.compile(r'\bid="([^"]+)"')
+
+
+def figure_svg(fig, alt: str) -> str:
+    """``fig`` as inline SVG markup (text as text), named by ``alt`` for screen readers.
+
+    Its ids get a prefix made from its content, so several figures on one page never share one.
+    """
+    buffer = io.StringIO()
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "attnlib", "svg.image_inline": True}):
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text[text.index("<svg"):], flags=re.DOTALL)
+    prefix = "f" + hashlib.sha256(text.encode()).hexdigest()[:8] + "-"
+    for name in set(_SVG_ID.findall(text)):
+        text = text.replace(f'id="{name}"', f'id="{prefix}{name}"').replace(f"#{name})", f"#{prefix}{name})")
+        text = text.replace(f'href="#{name}"', f'href="#{prefix}{name}"')
+    label = html.escape(alt)
+    return text.replace("<svg ", f'<svg role="img" aria-label="{label}" style="max-width:100%;height:auto" ', 1)
+
+
+def figure_to_html(fig, dpi: int = 72, alt: str | None = None) -> str:
+    """The figure as inline HTML with its text alternative (closes the figure): SVG where that is smaller
+    (line and bar charts: text stays text, sharp at any zoom), otherwise an ``<img>`` of a 2x palette PNG.
+
+    The text alternative is ``describe_figure``'s account of it, after ``alt`` when one is given (a
+    caller's title such as "weights at T = 0.5" leads, what the figure shows follows).
+    """
+    described = describe_figure(fig)
+    alt = described if alt is None else f"{alt.rstrip('. ')}. {described}"
+    png, meta = figure_png(fig, dpi=dpi, alt=alt)
+    svg = figure_svg(fig, alt)
     plt.close(fig)
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'
+    if len(gzip.compress(svg.encode(), mtime=0)) < 0.8 * len(png):
+        return svg
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<img alt="{html.escape(alt)}" width="{meta["width"]}" height="{meta["height"]}" '
+            f'style="max-width:100%;height:auto" src="data:image/png;base64,{data}"/>')
 
 
 def use_compact_figures(dpi: int = 72, colors: int = 128) -> None:
-    """Make the notebook's inline figures palette PNGs (``palette_png``); call once near the top of a chapter."""
+    """Make the notebook's inline figures described 2x palette PNGs (``figure_png``); call once near the top."""
     shell = get_ipython()
     if shell is None:
         return
     plt.close(plt.figure())  # the inline backend installs its PNG formatter at the first figure; ours replaces it
     formatter = shell.display_formatter.formatters["image/png"]
-    formatter.for_type(Figure, lambda fig: palette_png(fig, dpi=dpi, colors=colors))
+    formatter.for_type(Figure, lambda fig: figure_png(fig, dpi=dpi, colors=colors))

@@ -1,0 +1,136 @@
+// Accessibility of what the site's libraries draw at run time (book/_ext/a11y.py explains the whole).
+// ipywidgets sliders: a name (their visible label) and a spoken value (their readout, e.g. "1.0", where
+// noUiSlider says the option's index, "3"); dropdowns: a <label for>; each explorer (attnlib.views.widgets,
+// class attnlib-explorer): a group named by its title and a live region that says which state is shown.
+(function () {
+  'use strict';
+  var OWN = {'aria-label': 1, 'aria-valuetext': 1, 'aria-labelledby': 1, 'role': 1, 'aria-live': 1, 'id': 1,
+             'for': 1, 'aria-describedby': 1, 'tabindex': 1};
+  var HIDDEN = 'position:absolute;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;' +
+               'clip:rect(0,0,0,0);white-space:nowrap;border:0';
+  var count = 0;
+
+  function text(el) { return el ? el.textContent.replace(/\s+/g, ' ').trim() : ''; }
+  function set(el, name, value) { if (el && el.getAttribute(name) !== value) { el.setAttribute(name, value); } }
+  function uid(el, prefix) {
+    if (!el.id) { el.id = prefix + '-' + (++count); }
+    return el.id;
+  }
+
+  function fixSlider(slider) {
+    var label = slider.querySelector(':scope > .widget-label');
+    var readout = slider.querySelector('.widget-readout');
+    var handle = slider.querySelector('.noUi-handle');
+    if (!handle) { return; }
+    if (text(label)) {
+      set(handle, 'aria-labelledby', uid(label, 'attnlib-label'));
+      handle.removeAttribute('aria-label');
+    }
+    if (readout && text(readout)) { set(handle, 'aria-valuetext', text(readout)); }
+  }
+
+  function fixDropdown(dropdown) {
+    var label = dropdown.querySelector(':scope > .widget-label');
+    var select = dropdown.querySelector('select');
+    if (!select || !text(label)) { return; }
+    if (label.tagName === 'LABEL') { set(label, 'for', uid(select, 'attnlib-select')); }
+    else { set(select, 'aria-labelledby', uid(label, 'attnlib-label')); }
+  }
+
+  function visibleState(explorer) {
+    var states = explorer.querySelectorAll('.attnlib-state');
+    for (var i = 0; i < states.length; i++) {
+      if (states[i].offsetParent !== null) { return states[i]; }
+    }
+    return null;
+  }
+
+  function fixExplorer(explorer) {
+    var title = explorer.querySelector(':scope > .widget-html b');
+    set(explorer, 'role', 'group');
+    if (text(title)) { set(explorer, 'aria-label', text(title)); }
+    var region = explorer.querySelector(':scope > .attnlib-live');
+    if (!region) {
+      region = document.createElement('div');
+      region.className = 'attnlib-live';
+      region.setAttribute('role', 'status');
+      region.setAttribute('aria-live', 'polite');
+      region.setAttribute('style', HIDDEN);
+      explorer.appendChild(region);
+    }
+    var state = visibleState(explorer);
+    if (!state) { return; }
+    var image = state.querySelector('img[alt], svg[role="img"][aria-label]');
+    var message = 'Showing ' + (state.getAttribute('data-settings') || '') + '.' +
+                  (image ? ' ' + (image.getAttribute('alt') || image.getAttribute('aria-label')) : '');
+    if (region.dataset.shown !== message) {
+      region.dataset.shown = message;
+      region.textContent = region.dataset.ready ? message : '';  // announce changes, not the first state
+      region.dataset.ready = '1';
+    }
+  }
+
+  function fixModeButton() {
+    var mode = document.documentElement.dataset.mode || 'auto';
+    var words = {light: 'light', dark: 'dark', auto: 'system setting'};
+    document.querySelectorAll('.theme-switch-button').forEach(function (button) {
+      set(button, 'aria-label', 'Color mode: ' + (words[mode] || mode));
+    });
+  }
+
+  function fixTheme() {
+    fixModeButton();
+    // the theme's collapsed-section toggles are <input type=checkbox> without a name in some versions
+    document.querySelectorAll('input.toctree-checkbox:not([aria-label])').forEach(function (box) {
+      var item = box.closest('li');
+      var link = item && item.querySelector(':scope > a');
+      box.setAttribute('aria-label', 'Show sections of ' + text(link));
+    });
+  }
+
+  // A box that scrolls sideways (a wide table or explorer view on a phone) must be reachable by keyboard.
+  var FOCUSABLE = 'a[href], button, input, select, textarea, [tabindex]';
+  function fixScrollers() {
+    document.querySelectorAll('.bd-article div, .bd-article table').forEach(function (box) {
+      if (box.scrollWidth <= box.clientWidth + 1 || box.closest('svg')) { return; }
+      var overflow = getComputedStyle(box).overflowX;
+      if ((overflow === 'auto' || overflow === 'scroll') && !box.querySelector(FOCUSABLE) && !box.hasAttribute('tabindex')) {
+        box.setAttribute('tabindex', '0');
+        if (!box.getAttribute('role')) { box.setAttribute('role', 'region'); }
+        if (!box.getAttribute('aria-label')) { box.setAttribute('aria-label', 'scrollable content'); }
+      }
+    });
+  }
+
+  function fixAll() {
+    fixScrollers();
+    document.querySelectorAll('.widget-slider').forEach(fixSlider);
+    document.querySelectorAll('.widget-dropdown').forEach(fixDropdown);
+    document.querySelectorAll('.attnlib-explorer').forEach(fixExplorer);
+    fixTheme();
+  }
+
+  var scheduled = false;
+  function schedule() {
+    if (scheduled) { return; }
+    scheduled = true;
+    setTimeout(function () { scheduled = false; fixAll(); }, 0);
+  }
+
+  function start() {
+    fixAll();
+    new MutationObserver(function (mutations) {
+      for (var i = 0; i < mutations.length; i++) {
+        var m = mutations[i];
+        if (m.type !== 'attributes' || !OWN[m.attributeName]) { schedule(); return; }
+      }
+    }).observe(document.body, {childList: true, subtree: true, characterData: true, attributes: true});
+    window.addEventListener('resize', schedule);
+    new MutationObserver(fixModeButton).observe(document.documentElement,
+                                               {attributes: true, attributeFilter: ['data-mode']});
+  }
+
+  window.attnlibA11y = {fixAll: fixAll};
+  if (document.readyState === 'loading') { document.addEventListener('DOMContentLoaded', start); }
+  else { start(); }
+})();

@@ -1,0 +1,92 @@
+"""``make pdf``: the print edition of the built site (book/_ext/print_book.py), student and instructors'.
+
+Prints every page of ``_toc.yml`` from the built site with Chromium into one PDF per edition and reads
+the PDFs back with pypdf: each chapter's title is on its pages (and in the bookmarks), every figure of
+the page is printed, no code block or view is cut off, and solutions appear only in the instructors'
+edition.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import browser_utils as bu
+import pytest
+from pypdf import PdfReader
+
+sys.path.insert(0, str(bu.REPO / "book" / "_ext"))
+import print_book  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
+OUTPUT_IMAGE = re.compile(r'<img [^>]*src="(?:\.\./)*_images/[^"]+\.png"')
+
+
+@pytest.fixture(scope="module")
+def editions(tmp_path_factory):
+    if not (SITE / "index.html").is_file():
+        pytest.fail(f"expected the built book in {SITE}: run `make book` first", pytrace=False)
+    bu.require_chromium()
+    folder = tmp_path_factory.mktemp("pdf")
+    out = {}
+    for name, instructor in (("student", False), ("instructor", True)):
+        path = folder / f"{name}.pdf"
+        report = print_book.print_book(SITE, path, instructor=instructor)
+        out[name] = (PdfReader(path), report)
+    return out
+
+
+def _text(reader: PdfReader, row: dict) -> str:
+    pages = range(row["first_page"], row["first_page"] + row["pages"])
+    return " ".join(" ".join((reader.pages[i].extract_text() or "").split()) for i in pages)
+
+
+def _words(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
+
+
+def test_toc_order_and_bookmarks(editions):
+    reader, report = editions["student"]
+    assert [row["page"] for row in report] == print_book.toc_pages()
+    assert [item.title for item in reader.outline] == [row["title"] for row in report]
+    assert len(reader.pages) == sum(row["pages"] for row in report) > len(report)
+
+
+@pytest.mark.parametrize("edition", ["student", "instructor"])
+def test_every_chapter_title_is_printed(editions, edition):
+    reader, report = editions[edition]
+    for row in report:
+        assert row["ready"], f"{row['page']}: printed before widgets, math and views were drawn"
+        title = _words(row["title"])
+        assert title and title in _words(_text(reader, row)), f"{row['page']}: title {row['title']!r} not on its pages"
+
+
+def test_every_figure_is_printed(editions):
+    reader, report = editions["student"]
+    for row in report:
+        expected = len(OUTPUT_IMAGE.findall((SITE / row["page"]).read_text(encoding="utf-8")))
+        pages = range(row["first_page"], row["first_page"] + row["pages"])
+        printed = sum(len(reader.pages[i].images) for i in pages)
+        assert printed >= expected, f"{row['page']}: {printed} images printed, the page has {expected} figures"
+
+
+@pytest.mark.parametrize("edition", ["student", "instructor"])
+def test_nothing_is_cut_off(editions, edition):
+    _, report = editions[edition]
+    cut = {row["page"]: row["cut_off"] for row in report if row["cut_off"]}
+    assert cut == {}, f"code or views wider than the printed page: {cut}"
+
+
+def test_solutions_only_in_the_instructors_edition(editions):
+    (student, students), (instructor, instructors) = editions["student"], editions["instructor"]
+    chapters = [i for i, row in enumerate(students) if re.match(r"book/0\d_", row["page"])]
+    assert chapters and all(students[i]["removed"] > 0 for i in chapters), students
+    assert all(row["removed"] == 0 for row in instructors)
+    for i in chapters:
+        ours, theirs = _text(student, students[i]), _text(instructor, instructors[i])
+        assert theirs.count("Solution") > ours.count("Solution"), f"{students[i]['page']}: no solution added"
+        assert len(theirs) > len(ours)
