@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlparse, urlsplit
 
 import pytest
 
@@ -219,3 +219,23 @@ def require_chromium() -> None:
     reason = chromium_missing()
     if reason:
         pytest.fail(reason, pytrace=False)
+
+
+# The site's weight budget (../shared/GUIDE.md): what a page adds on top of the shared libraries (its HTML,
+# figures, inline widget and view states) stays under 1.5 MB gzip; the shared libraries (theme, MathJax,
+# the widget runtime, fonts: everything under _static/, and the search index) are loaded once and cached.
+PAGE_BUDGET_BYTES = 1_500_000
+SHARED_BUDGET_BYTES = 1_500_000  # and those shared libraries together, so none grows unnoticed
+
+
+def is_shared(url: str) -> bool:
+    """True for a file every page may load once and then take from the cache (under ``_static/``)."""
+    path = urlparse(url).path
+    return "/_static/" in path or path.endswith("/searchindex.js")
+
+
+def weight(requests: list[Request]) -> tuple[int, int]:
+    """``(own, shared)`` bytes transferred: the page's own files, and the shared libraries it loaded."""
+    shared = sum(r.transferred for r in requests if is_shared(r.url))
+    return sum(r.transferred for r in requests) - shared, shared
+

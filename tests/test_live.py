@@ -24,7 +24,6 @@ from attnlib import live
 
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
 PAGE = "book/06_real_model.html"
-PAGE_BUDGET_BYTES = 1_500_000  # tests/test_site.py's budget: a page and all it loads, transferred (gzip)
 HELD_OUT = (  # not among the sentences the build chose the precision on
     "Colorless green ideas sleep furiously.",
     "I saw the man with the telescope on the hill yesterday evening.",
@@ -230,12 +229,14 @@ def test_nothing_heavy_loads_before_run_and_the_page_stays_in_budget(page, capsy
     assert any("/_static/_live/attnlib-live.js" in u for u in urls)
     assert not [u for u in urls if u.endswith((".onnx", ".wasm", ".mjs")) or "tokenizer" in u], urls
     assert all(bu.is_loopback(u) for u in urls)
-    total = sum(r.transferred for r in requests)
-    own = sum(r.transferred for r in requests if "attnlib-live" in r.url)
+    page_own, shared = bu.weight(requests)
+    script = sum(r.transferred for r in requests if "attnlib-live" in r.url)
     with capsys.disabled():
-        print(f"\nchapter 6 before Run: {total / 1e6:.3f} MB transferred (budget {PAGE_BUDGET_BYTES / 1e6} MB); "
-              f"attnlib-live.js {own / 1e3:.1f} kB")
-    assert total < PAGE_BUDGET_BYTES
+        print(f"\nchapter 6 before Run: {page_own / 1e6:.3f} MB of its own (budget {bu.PAGE_BUDGET_BYTES / 1e6} MB) "
+              f"+ {shared / 1e6:.3f} MB shared libraries (budget {bu.SHARED_BUDGET_BYTES / 1e6} MB); "
+              f"attnlib-live.js {script / 1e3:.1f} kB")
+    assert page_own < bu.PAGE_BUDGET_BYTES
+    assert shared < bu.SHARED_BUDGET_BYTES
     assert _probe(driver)["state"] == "ready"
     assert "Nothing has been downloaded yet" in _probe(driver)["status"]
 
@@ -332,7 +333,12 @@ def test_no_request_left_loopback(page):
     requests = _log(driver)
     assert any(r.url.endswith(".onnx") for r in requests)  # the tests above did run the model
     assert [r.url for r in requests if not bu.is_loopback(r.url)] == []
-    assert [(r.url, r.status, r.error) for r in requests if r.error or (r.status or 200) >= 400] == []
+    loaded = {r.url for r in requests if not r.error and (r.status or 200) < 400}
+    # ONNX Runtime may start a second read of its WebAssembly and abort one; every file must still have loaded
+    failed = [(r.url, r.status, r.error) for r in requests if (r.error or (r.status or 200) >= 400)
+              and not (r.error == "net::ERR_ABORTED" and r.url in loaded)]
+    assert failed == []
+    print(f"requests for the runtime's WebAssembly: {[(r.status, r.error) for r in requests if r.url.endswith('.wasm')]}")
     assert bu.console_errors(driver) == []
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -34,10 +35,21 @@ def editions(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pdf")
     out = {}
     for name, instructor in (("student", False), ("instructor", True)):
+        site = instructor_site(folder) if instructor else SITE
         path = folder / f"{name}.pdf"
-        report = print_book.print_book(SITE, path, instructor=instructor)
+        report = print_book.print_book(site, path, instructor=instructor)
         out[name] = (PdfReader(path), report)
     return out
+
+
+def instructor_site(folder: Path) -> Path:
+    """The instructor edition, built as `make pdf` builds it (the published site is the student edition)."""
+    env = {**os.environ, "ATTNLIB_EDITION": "instructor"}
+    done = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(bu.REPO),
+                           "--warningiserror", "--keep-going", "--path-output", str(folder / "instructor")],
+                          capture_output=True, text=True, env=env, timeout=900, check=False)
+    assert done.returncode == 0, f"the instructor edition did not build:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
+    return folder / "instructor" / "_build" / "html"
 
 
 def _text(reader: PdfReader, row: dict) -> str:
@@ -84,7 +96,7 @@ def test_nothing_is_cut_off(editions, edition):
 def test_solutions_only_in_the_instructors_edition(editions):
     (student, students), (instructor, instructors) = editions["student"], editions["instructor"]
     chapters = [i for i, row in enumerate(students) if re.match(r"book/0\d_", row["page"])]
-    assert chapters and all(students[i]["removed"] > 0 for i in chapters), students
+    assert chapters  # the student site holds no solutions to remove; the instructors' prints every one
     assert all(row["removed"] == 0 for row in instructors)
     for i in chapters:
         ours, theirs = _text(student, students[i]), _text(instructor, instructors[i])

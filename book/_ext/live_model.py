@@ -4,7 +4,8 @@ When an HTML build starts it puts into ``<outdir>/_static/``:
 
 * ``_live/minilm-attention.onnx``: all-MiniLM-L6-v2 exported from the packaged weights with every
   layer's attention as an output, at the precision ``attnlib.live`` chose by measurement. The export
-  (about a minute) is cached in ``<outdir>/../live-model/`` under a key of its inputs, so a build that
+  (about a minute) is cached in the repository's ``_build/live-model/`` under a key of its inputs (one cache
+  for every output folder, e.g. the instructor edition's), so a build that
   changes nothing only compares a hash and copies nothing;
 * ``_live/tokenizer.json`` and ``tokenizer_config.json`` (the model's own), ``_live/bertviz-views.js``
   (BertViz's head and model view code, ``attnlib.live.bertviz_script``) and ``_live/attnlib-live.js``
@@ -32,6 +33,8 @@ from sphinx.util import logging
 
 from attnlib import live
 from attnlib.views import assets
+
+CACHE = Path(__file__).resolve().parents[2] / "_build" / "live-model"  # shared by every output folder
 
 logger = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
@@ -91,7 +94,7 @@ def write_live_files(app: Sphinx) -> None:
         return
     outdir = Path(app.outdir)
     try:
-        report = live.build_model(outdir.parent / "live-model", log=logger.info)
+        report = live.build_model(CACHE, log=logger.info)
         root = assets.node_modules()
         for site_path, source in VENDORED.items():
             if not (root / source).is_file():
