@@ -338,7 +338,8 @@ def test_no_request_left_loopback(page):
     failed = [(r.url, r.status, r.error) for r in requests if (r.error or (r.status or 200) >= 400)
               and not (r.error == "net::ERR_ABORTED" and r.url in loaded)]
     assert failed == []
-    print(f"requests for the runtime's WebAssembly: {[(r.status, r.error) for r in requests if r.url.endswith('.wasm')]}")
+    wasm = [(r.status, r.error) for r in requests if r.url.endswith(".wasm")]
+    print(f"requests for the runtime's WebAssembly: {wasm}")
     assert bu.console_errors(driver) == []
 
 
