@@ -16,12 +16,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 import browser_utils as bu
 import pytest
+
+sys.path.insert(0, str(bu.REPO / "book" / "_ext"))
+import print_book  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -63,23 +67,7 @@ def _require_site() -> None:
 
 # --- opening a page and waiting until everything is drawn -----------------------------------------------
 
-READY = """
-const done = arguments[arguments.length - 1];
-const all = s => Array.from(document.querySelectorAll(s));
-const startup = window.MathJax && window.MathJax.startup;
-const math = startup && startup.promise ? startup.promise : Promise.resolve();
-const deadline = Date.now() + 60000;
-function drawn() {
-  const views = all('script[type="application/vnd.jupyter.widget-view+json"]').length;
-  const widgets = all('.widget-subarea').filter(s => s.querySelector('.jupyter-widgets')).length;
-  const bertviz = all('[id^="attnlib-head-"], [id^="attnlib-model-"]').every(r => r.querySelector('svg line'));
-  return widgets >= views && bertviz;
-}
-math.then(function wait() {
-  if (drawn() || Date.now() > deadline) { setTimeout(() => done(drawn()), 300); }
-  else { setTimeout(wait, 100); }
-}, () => done(false));
-"""
+READY = print_book.READY  # the same wait as the print edition: math typeset, widgets and views drawn
 SET_MODE = """
 const mode = arguments[0];
 document.documentElement.dataset.theme = mode;
