@@ -24,7 +24,7 @@ export ATTNLIB_EDITION := $(EDITION)
 # The nbgrader course directory: kept for the whole term, never deleted by make (make student COURSE=...).
 COURSE ?= course-work
 
-.PHONY: setup book serve test lint unit notebooks lab student autograde feedback grades bench clean pdf
+.PHONY: setup book serve test lint unit notebooks execute lab student autograde feedback grades bench clean pdf
 
 setup: $(STAMP)
 
@@ -72,6 +72,11 @@ unit: $(STAMP)
 
 notebooks: $(STAMP)
 	$(BIN)/pytest book $(NBVAL)
+
+# Run chapters in place and store their outputs as strict nbval recomputes them (one thread per kernel):
+# after changing a chapter or attnlib, `make execute NB=book/03_softmax.ipynb` (default: every notebook).
+execute: $(STAMP)
+	$(PY) tools/execute.py $(NB)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=book $(if $(filter 0,$(shell id -u)),--allow-root)

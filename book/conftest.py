@@ -26,6 +26,14 @@ import pytest
 
 HIDDEN_ON_SITE = {"remove-output", "remove-cell"}
 
+# Every chapter kernel computes on one thread: torch and the BLAS libraries read these variables when they
+# start. A float sum is then added up in one order on every machine, so a printed last digit (a max
+# difference of 3.0e-07, a view's content hash) does not depend on how many cores ran it; and the two
+# chapters `make test` runs at once do not fight over the cores. tools/execute.py, which stores the
+# outputs, runs the kernels with the same settings.
+KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+os.environ.update(KERNEL_ENV)  # nbval starts each kernel with this process's environment
+
 
 def shown_on_site(cell) -> bool:
     """True when the website shows this code cell's stored output (myst-nb's remove-* tags hide it)."""

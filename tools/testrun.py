@@ -31,6 +31,10 @@ BIN = Path(sys.executable).parent
 LOGS = REPO / "_build" / "test-times"
 NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
 PARTS = ("unit", "notebooks", "browser", "course")
+# Every test process and kernel computes on one thread: the workers already keep every core busy, and torch
+# on two threads beside another busy process spins and waits (the induction training test: 3 s alone,
+# 48 s with two threads under xdist). The chapter kernels use one thread anyway (book/conftest.py).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 @dataclass
@@ -77,7 +81,7 @@ def pytest_stage(name: str, workers: int, parts: str, paths: list[str], extra: l
     times.unlink(missing_ok=True)
     command = [str(BIN / "pytest"), *paths, "--parts", parts, "-n", str(workers), "--dist", "loadscope",
                "--no-loadscope-reorder", *extra]
-    return Stage(name, command, env={"ATTNLIB_TEST_TIMES": str(times), "ATTNLIB_TEST_RUN": run})
+    return Stage(name, command, env={"ATTNLIB_TEST_TIMES": str(times), "ATTNLIB_TEST_RUN": run, **ONE_THREAD})
 
 
 def parts(stages: list[Stage]) -> dict[str, tuple[float, float]]:
