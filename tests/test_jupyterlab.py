@@ -204,6 +204,17 @@ def test_head_view_renders_in_jupyterlab(jupyterlab, capsys):
 
 RAW_MYST = re.compile(r"\{(cite|cite:p|cite:t|eq|ref|numref|doc|math|glue)\}|```\{|:::\{|\{bibliography\}"
                       r"|\{admonition\}")
+OPEN = """
+const done = arguments[arguments.length - 1];
+const app = window.jupyterapp;
+(async () => {
+  for (const widget of Array.from(app.shell.widgets('main'))) { widget.dispose(); }  // only this notebook open
+  const panel = await app.commands.execute('docmanager:open', {path: arguments[0]});
+  await panel.context.ready;
+  app.shell.activateById(panel.id);
+  done({ok: app.shell.currentWidget === panel});
+})().catch(e => done({error: String(e && e.stack || e)}));
+"""
 MARKDOWN = """
 const done = arguments[arguments.length - 1];
 const app = window.jupyterapp;
@@ -228,9 +239,11 @@ def test_chapters_show_no_raw_myst_in_jupyterlab(jupyterlab):
     assert chapters, "expected chapter notebooks in book/"
     with bu.chromium(width=1400, height=1000) as driver:
         driver.set_script_timeout(120)
-        for name in chapters:
-            driver.get(f"{base}lab/tree/book/{name}?reset&token={TOKEN}")  # reset: only this notebook open
-            _wait_notebook_open(driver)
+        driver.get(f"{base}lab/tree/book/{chapters[0]}?reset&token={TOKEN}")  # reset: only this notebook open
+        _wait_notebook_open(driver)
+        for name in chapters:  # one JupyterLab page: each chapter opened as File > Open would, the last one closed
+            opened = driver.execute_async_script(OPEN, f"book/{name}")
+            assert opened.get("ok"), f"{name}: JupyterLab did not open it: {opened}"
             deadline = time.monotonic() + 45
             while True:  # MyST renders asynchronously, cell by cell
                 result = driver.execute_async_script(MARKDOWN)
