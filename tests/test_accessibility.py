@@ -92,8 +92,8 @@ def open_page(driver, base_url: str, page: str, mode: str = "light", reuse: bool
     """Load ``page`` in ``mode``; returns whether widgets, MathJax and BertViz finished drawing.
 
     With ``reuse``, a page this driver already shows (drawn, opened with reuse, and so far only read by
-    axe-core) is not loaded again: only its mode is switched, as the theme's own switch does (the mode is always set after the
-    load: a fresh load gets it the same way), and the colour transitions are waited out.
+    axe-core) is not loaded again: only its mode is switched, as the theme's own switch does (a fresh load
+    gets its mode the same way, after loading), and the colour transitions are waited out.
     """
     opened = driver.execute_script(OPENED) if reuse else None
     if opened and opened["page"] == page and opened["ready"]:
