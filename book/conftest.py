@@ -67,6 +67,81 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if isinstance(item, IPyNbCell) and shown_on_site(item.cell):
             _apply_policy(item)
+    _add_recorded_answers(items)
+
+
+# --- the recorded answers of an autograded chapter, graded in the kernel nbval ran it in ----------------
+#
+# course/variants.py says what is checked (a wrong answer loses points, an alternative gets full marks...).
+# nbgrader's autograde runs a submission top to bottom; after nbval's last cell this kernel has done exactly
+# that with the reference solutions, so each recorded answer runs here as the answer cell, followed by the
+# exercise's tests, with no execution of the chapter of its own.
+
+
+class RecordedAnswers(pytest.Item):
+    """``<chapter>.ipynb::recorded answers``: runs after the chapter's last cell, in its nbval kernel."""
+
+    def runtest(self):
+        import nbformat  # noqa: PLC0415
+
+        from course import variants  # noqa: PLC0415 - the course package, beside book/
+
+        stem = self.path.stem
+        nb = nbformat.read(self.path, as_version=4)
+        answers = variants.load_answers(stem)
+        missing = variants.format_problems(nb, answers)
+        assert missing == [], f"{stem}'s recorded answers: " + "; ".join(missing)
+        kernel = self.parent.kernel
+        if kernel is None or not kernel.is_alive():
+            pytest.fail(f"{stem}: the chapter's kernel is not running (did a cell time out?)", pytrace=False)
+        timeout = float(self.config.option.nbval_cell_timeout)
+        results = variants.grade(lambda source: _execute(kernel, source, timeout), nb, stem, answers)
+        unfair = variants.problems(results, answers)
+        assert unfair == [], f"{stem}: grading is unfair to recorded answers:\n" + "\n".join(unfair)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.path.name}::recorded answers"
+
+
+def _execute(kernel, source: str, timeout: float) -> list[dict]:
+    """Run ``source`` in nbval's kernel; its outputs as notebook output dicts (errors included)."""
+    msg_id = kernel.execute_cell_input(source, allow_stdin=False)
+    kernel.await_reply(msg_id, timeout=timeout)
+    outputs = []
+    while True:
+        msg = kernel.get_message(stream="iopub", timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "status" and content["execution_state"] == "idle":
+            return outputs
+        if kind == "stream":
+            outputs.append({"output_type": "stream", "name": content["name"], "text": content["text"]})
+        elif kind in ("display_data", "execute_result"):
+            outputs.append({"output_type": kind, "data": content["data"], "metadata": content.get("metadata", {}),
+                            **({"execution_count": content.get("execution_count")} if kind == "execute_result"
+                               else {})})
+        elif kind == "error":
+            outputs.append({"output_type": "error", "ename": content["ename"], "evalue": content["evalue"],
+                            "traceback": content["traceback"]})
+        elif kind == "clear_output":
+            outputs.clear()
+
+
+def _add_recorded_answers(items) -> None:
+    """After the last collected cell of each chapter with autograded exercises, its recorded-answers item."""
+    import nbformat  # noqa: PLC0415
+    from nbval.plugin import IPyNbFile  # noqa: PLC0415
+
+    from course.exercises import autograded_points  # noqa: PLC0415
+
+    last = {}
+    for index, item in enumerate(items):
+        if isinstance(item.parent, IPyNbFile) and not isinstance(item, RecordedAnswers):
+            last[item.parent] = index
+    for parent, index in sorted(last.items(), key=lambda pair: -pair[1]):  # from the end: indexes stay valid
+        if autograded_points(nbformat.read(parent.path, as_version=4)):
+            items.insert(index + 1, RecordedAnswers.from_parent(parent, name="recorded answers"))
 
 
 # --- a record of each chapter's run, for tests that would otherwise execute it again -------------------

@@ -4,11 +4,12 @@ What each group executes (the rest reads files):
 
 * format, markup, leak and edition checks: no kernel. ``release`` runs nbgrader ``generate_assignment``
   on every chapter once (no execution) into a throw-away course directory.
-* ``test_recorded_answers``: per chapter with autograded exercises, ONE kernel runs the chapter once,
-  then each recorded answer (``tests/answers/<stem>.py``: wrong, shortcut, alternative) and the
-  reference, each followed by the exercise's visible test (as released) and its full test, scored by
-  nbgrader's own ``determine_grade``. This gives the guarantee one nbgrader autograde per variant would
-  (same cells, same scoring) at the cost of one chapter execution instead of one per variant.
+* recorded answers (``tests/answers/<stem>.py``: wrong, shortcut, alternative): graded by
+  ``book/<stem>.ipynb::recorded answers`` (course/variants.py, added by book/conftest.py) in the kernel
+  strict nbval has just run the chapter in, no execution of its own: each answer and the reference, each
+  followed by the exercise's visible test (as released) and its full test, scored by nbgrader's own
+  ``determine_grade``: the guarantee one nbgrader autograde per variant would give (same cells, same
+  scoring). Here: every autograded exercise has its answers, and the item grades (on a tiny chapter).
 * the scripted term and the bad batch: nbgrader's real ``autograde``/``generate_feedback``/gradebook on
   two tiny assignments written here (one code and one written exercise each): 5 + 3 tiny notebook
   executions, a few seconds each.
@@ -35,12 +36,11 @@ import nbformat
 import pytest
 import yaml
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
-from nbgrader.utils import determine_grade
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the course package lives beside attnlib, not inside it
 
+from course import variants  # noqa: E402
 from course.__main__ import main as course_main  # noqa: E402
 from course.checks import count_problems, notebook_problems  # noqa: E402
 from course.exercises import (  # noqa: E402
@@ -52,7 +52,6 @@ from course.exercises import (  # noqa: E402
     hidden_test_lines,
     nbgrader,
     solution_lines,
-    visible_source,
 )
 from course.grades import gradebook  # noqa: E402
 from course.markup import Bibliography, equation_numbers, student_notebook  # noqa: E402
@@ -272,146 +271,64 @@ def test_committed_student_notebooks_are_up_to_date(release):
             f"course/release/{stem}.ipynb is out of date: run `make student` and commit it")
 
 
-# --- fair grading: recorded answers (tests/answers/<stem>.py) -------------------------------------
-
-def recorded_answers(stem: str) -> dict:
-    """``ANSWERS`` of ``tests/answers/<stem>.py`` (COMMON.md's format)."""
-    path = ANSWERS / f"{stem}.py"
-    assert path.is_file(), f"{stem} has autograded exercises but no recorded answers in {path}"
-    namespace: dict = {}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)
-    return namespace["ANSWERS"]
-
+# --- fair grading: recorded answers (tests/answers/<stem>.py, course/variants.py) -----------------------
+#
+# Each autograded chapter's recorded answers are graded by `book/<stem>.ipynb::recorded answers`, an item
+# book/conftest.py adds after the chapter's cells under strict nbval, in the kernel that ran the chapter
+# (make test's notebooks part). Here: every such chapter has them, and that item really grades.
 
 AUTOGRADED = [p for p in CHAPTERS if autograded_points(read(p))]
 
 
-def _text(cell) -> str:
-    return "".join(str(out.get("text", "")) + str(out.get("data", {}).get("text/plain", "")) +
-                   "\n".join(out.get("traceback", [])) for out in cell.outputs)
-
-
-def _run(client, cell):
-    """Execute one more cell in the client's kernel (appended to its notebook, as nbclient requires)."""
-    client.nb.cells.append(cell)
-    return client.execute_cell(cell, len(client.nb.cells) - 1)
-
-
-def _graded(client, source: str, test_cell) -> tuple[float, float, str]:
-    """Run ``source`` as the exercise's test cell; nbgrader's score, the maximum, and what it printed."""
-    cell = _run(client, nbformat.v4.new_code_cell(source, metadata={"nbgrader": dict(test_cell.metadata.nbgrader)}))
-    score, most = determine_grade(cell)
-    return score, most, _text(cell)
-
-
-class NeedsChapter(Exception):
-    """The exercise cells used a name only the chapter defines: run the whole chapter first."""
-
-
-def exercise_section(nb):
-    """The chapter's setup cell and every cell from its ``## Exercises`` heading on."""
-    start = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
-                  and re.search(r"^## Exercises", c.source, re.M)), 0)
-    setup = [c for c in nb.cells[:start] if "remove-cell" in c.metadata.get("tags", [])][:1]
-    return nbformat.v4.new_notebook(cells=setup + nb.cells[start:], metadata=nb.metadata)
-
-
-def _variant_runs(client, stem: str, answers: dict, cells: dict, alone: bool) -> dict:
-    """Each recorded answer and the reference, then the visible and the full test, in the client's kernel."""
-    results = {}
-    for exercise, variants in answers.items():
-        solution, tests = cells[f"{stem}-{exercise}-solution"], cells[f"{stem}-{exercise}-tests"]
-        reference = "\n".join(line for line in solution.source.splitlines()
-                              if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))
-        for variant, source in [*variants.items(), ("reference", reference)]:
-            if source is None:
-                continue
-            answer = _run(client, nbformat.v4.new_code_cell(source))
-            for which, test in (("visible", visible_source(tests.source)), ("full", tests.source)):
-                results[(exercise, variant, which)] = _graded(client, test, tests)
-            printed = _text(answer) + "".join(results[(exercise, variant, w)][2] for w in ("visible", "full"))
-            if alone and "NameError" in printed:
-                raise NeedsChapter(f"{exercise} {variant}")
-            assert not any(o.output_type == "error" for o in answer.outputs), (
-                f"{exercise} {variant}: the answer cell itself fails:\n{_text(answer)}")
-    return results
-
-
-def grade_variants(path: Path, answers: dict) -> tuple[dict, str]:
-    """Every variant's scores, ``{(exercise, variant, visible|full): (score, max, printed)}``, and how they ran.
-
-    First in a kernel that ran only the exercise section (the exercises stand alone, CONTRIBUTING.md);
-    if any run there meets a ``NameError`` (an answer or test needs a name the chapter defines, so the
-    result could differ from the real autograde), everything runs again after the whole chapter.
-    """
-    nb = read(path)
-    cells = {nbgrader(c).get("grade_id"): c for c in nb.cells}
-    for alone in (True, False):
-        run = exercise_section(nb) if alone else read(path)
-        client = NotebookClient(run, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(BOOK)}})
-        with client.setup_kernel():
-            try:
-                for index, cell in enumerate(list(run.cells)):
-                    if cell.cell_type == "code":
-                        client.execute_cell(cell, index)
-                client.allow_errors = True  # from here on, an error is a result to score
-                how = "exercises alone" if alone else "the whole chapter"
-                return _variant_runs(client, path.stem, answers, cells, alone), how
-            except (NeedsChapter, CellExecutionError):
-                if not alone:
-                    raise
-    raise AssertionError("unreachable")
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("path", AUTOGRADED, ids=[p.stem for p in AUTOGRADED])
-def test_recorded_answers(path):
-    """Wrong answers fail the visible test and lose points, shortcuts lose points, alternatives get full marks."""
-    answers = recorded_answers(path.stem)
-    expected = autograded_points(read(path))
-    assert set(answers) == set(expected), f"answers recorded for {sorted(answers)}, autograded: {sorted(expected)}"
-    for exercise, variants in answers.items():
-        assert variants.get("wrong") and variants.get("alternative") and "shortcut" in variants, exercise
-    started = time.perf_counter()
-    results, how = grade_variants(path, answers)
-    problems = []
-    for exercise in answers:
-        def score(variant, which, ex=exercise):
-            return results[(ex, variant, which)]
-        for which in ("visible", "full"):
-            got, most, printed = score("reference", which)
-            if got != most:
-                problems.append(f"{exercise}: the reference scores {got}/{most} on its {which} test:\n{printed}")
-            got, most, printed = score("alternative", which)
-            if got != most:
-                problems.append(f"{exercise}: the alternative scores {got}/{most} on its {which} test:\n{printed}")
-        got, most, printed = score("wrong", "visible")
-        if got == most or "tests passed" in printed:
-            problems.append(f"{exercise}: the recorded wrong answer passes the visible test:\n{printed}")
-        if score("wrong", "full")[0] >= most:
-            problems.append(f"{exercise}: the recorded wrong answer gets full marks")
-        if answers[exercise]["shortcut"] is not None and score("shortcut", "full")[0] >= most:
-            problems.append(f"{exercise}: breaking the stated rule costs no points:\n{score('shortcut', 'full')[2]}")
-    print(f"{path.stem}: {how}, then {len(results)} graded test runs, in {time.perf_counter() - started:.1f} s")
-    assert problems == []
+def test_recorded_answers_cover_every_autograded_exercise(path):
+    assert variants.format_problems(read(path), variants.load_answers(path.stem, ANSWERS)) == []
 
 
-def test_variants_fall_back_to_the_whole_chapter_when_exercises_need_it(tmp_path):
-    """An exercise that uses a name the chapter defines is graded after the whole chapter, as nbgrader would."""
-    stem = tiny_assignment(tmp_path, 1, "scaled")
-    nb = read(tmp_path / f"{stem}.ipynb")
+def test_nbval_adds_recorded_answers_after_every_autograded_chapter():
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "--nbval", "--nbval-current-env", *map(str, AUTOGRADED)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    listed = [line for line in done.stdout.splitlines() if "::" in line]
+    for path in AUTOGRADED:
+        mine = [line for line in listed if line.startswith(f"book/{path.name}::")]
+        assert mine and mine[-1] == f"book/{path.name}::recorded answers", (path.name, mine[-3:])
+
+
+def _tiny_chapter_with_answers(folder: Path, wrong: str) -> Path:
+    """A tiny autograded chapter whose exercise needs a name the chapter defines, executed and stored, with
+    book/conftest.py beside it and recorded answers in ``folder/answers``."""
+    folder.mkdir(parents=True)
+    stem = tiny_assignment(folder, 1, "scaled")
+    path = folder / f"{stem}.ipynb"
+    nb = read(path)
     nb.cells.insert(0, nbformat.v4.new_code_cell("FACTOR = 2"))
-    nb.cells[0].metadata["tags"] = []
-    heading = nb.cells[1]
-    nb.cells[1:2] = [nbformat.v4.new_markdown_cell("# 1. scaled"), heading]
-    heading.source = heading.source.replace("# 1. scaled\n\n", "")
-    nb.cells[3].source = nb.cells[3].source.replace("return 2 * x", "return FACTOR * x")
-    nbformat.write(nb, tmp_path / f"{stem}.ipynb")
-    answers = {"ex1": {"wrong": "def double(x):\n    return FACTOR + x", "shortcut": None,
-                       "alternative": "def double(x):\n    return x * FACTOR"}}
-    results, how = grade_variants(tmp_path / f"{stem}.ipynb", answers)
-    assert how == "the whole chapter"
-    assert results[("ex1", "alternative", "full")][0] == 2 and results[("ex1", "wrong", "full")][0] == 0
+    solution = next(c for c in nb.cells if nbgrader(c).get("grade_id") == f"{stem}-ex1-solution")
+    solution.source = solution.source.replace("return 2 * x", "return FACTOR * x")
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    nbformat.write(nb, path)
+    shutil.copy(BOOK / "conftest.py", folder / "conftest.py")
+    (folder / "answers").mkdir()
+    (folder / "answers" / f"{stem}.py").write_text("ANSWERS = " + repr({"ex1": {
+        "wrong": wrong, "shortcut": None, "alternative": "def double(x):\n    return x * FACTOR"}}))
+    return path
+
+
+def _nbval(path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ATTNLIB_ANSWERS_DIR": str(path.parent / "answers"), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--rootdir",
+                           str(path.parent), "--nbval", "--nbval-current-env", path.name],
+                          cwd=path.parent, capture_output=True, text=True, timeout=300, check=False, env=env)
+
+
+def test_recorded_answers_are_graded_in_the_chapters_kernel(tmp_path):
+    """After the chapter's cells, in their kernel (FACTOR comes from the chapter), as nbgrader would grade."""
+    fair = _nbval(_tiny_chapter_with_answers(tmp_path / "fair", "def double(x):\n    return FACTOR + x"))
+    assert fair.returncode == 0 and "::recorded answers PASSED" in fair.stdout, fair.stdout[-3000:]
+    unfair = _nbval(_tiny_chapter_with_answers(tmp_path / "unfair", "def double(x):\n    return x + x"))
+    assert unfair.returncode == 1 and "::recorded answers FAILED" in unfair.stdout, unfair.stdout[-3000:]
+    assert "the recorded wrong answer passes the visible test" in unfair.stdout
 
 
 # --- a term of nbgrader on two tiny assignments -----------------------------------------------------

@@ -49,7 +49,8 @@ def outcomes(tmp_path_factory) -> dict[str, str]:
     nbformat.write(nb, folder / "policy.ipynb")
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--nbval", "--nbval-current-env",
                "--rootdir", str(folder), str(folder / "policy.ipynb")]
-    env = {**os.environ, "ATTNLIB_TEST_RUN": "policy-test"}
+    env = {**os.environ, "ATTNLIB_TEST_RUN": "policy-test",
+           "PYTHONPATH": str(ROOT)}  # the conftest imports the course package (recorded answers)
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300, check=False, env=env)
     by_cell = dict(re.findall(r"::Cell (\d+) (PASSED|FAILED|SKIPPED|ERROR)", done.stdout))
     assert by_cell, f"no per-cell results from pytest:\n{done.stdout}\n{done.stderr}"
