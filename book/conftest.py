@@ -17,10 +17,7 @@ This file sits beside the notebooks so that every nbval run over ``book/`` (``ma
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -142,36 +139,3 @@ def _add_recorded_answers(items) -> None:
     for parent, index in sorted(last.items(), key=lambda pair: -pair[1]):  # from the end: indexes stay valid
         if autograded_points(nbformat.read(parent.path, as_version=4)):
             items.insert(index + 1, RecordedAnswers.from_parent(parent, name="recorded answers"))
-
-
-# --- a record of each chapter's run, for tests that would otherwise execute it again -------------------
-#
-# When ATTNLIB_TEST_RUN is set (tools/testrun.py sets it for one `make test`), every notebook run under
-# strict nbval leaves _build/nbval/<stem>.json: the run id, the notebook's sha256, and each cell's outcome.
-# tests/conftest.py's `nbval_record` fixture hands a test the record of a notebook that passed in this run
-# (e.g. the course tests: a reference solution that passed strict nbval has run every test cell cleanly).
-
-RECORDS = Path(__file__).resolve().parents[1] / "_build" / "nbval"
-_outcomes: dict[str, dict[str, str]] = {}
-
-
-def pytest_runtest_logreport(report):
-    path, _, cell = report.nodeid.partition("@")[0].partition("::")
-    if not path.endswith(".ipynb") or not cell.startswith("Cell "):
-        return
-    cells = _outcomes.setdefault(path, {})
-    if report.failed or report.when == "call" or cells.get(cell) is None:
-        cells[cell] = "passed" if report.passed else ("skipped" if report.skipped else "failed")
-
-
-def pytest_sessionfinish(session):
-    run = os.environ.get("ATTNLIB_TEST_RUN")
-    if not run or hasattr(session.config, "workerinput") or not getattr(session.config.option, "nbval", False):
-        return
-    RECORDS.mkdir(parents=True, exist_ok=True)
-    root = session.config.rootpath
-    for path, cells in _outcomes.items():
-        notebook = root / path
-        record = {"run": run, "notebook": path, "sha256": hashlib.sha256(notebook.read_bytes()).hexdigest(),
-                  "passed": all(outcome != "failed" for outcome in cells.values()), "cells": cells}
-        (RECORDS / f"{notebook.stem}.json").write_text(json.dumps(record, indent=1), encoding="utf-8")

@@ -1,14 +1,8 @@
 """Shared helpers for attnlib's tests: seeded random inputs, per-dtype tolerances, and an
-independent torch reference for the attention weights (plain torch ops, no attnlib code); the
-``nbval_record`` fixture (a chapter's strict nbval run earlier in this ``make test``); and, from
+independent torch reference for the attention weights (plain torch ops, no attnlib code); and, from
 tests/groups.py, the hooks that spread the tests over the cores and time them."""
 
 from __future__ import annotations
-
-import hashlib
-import json
-import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -78,27 +72,3 @@ def qkv64():
     return randn(2, 3, 4, 8, seed=1), randn(2, 3, 6, 8, seed=2), randn(2, 3, 6, 5, seed=3)
 
 
-NBVAL_RECORDS = Path(__file__).resolve().parents[1] / "_build" / "nbval"  # written by book/conftest.py
-
-
-@pytest.fixture(scope="session")
-def nbval_record():
-    """``nbval_record(notebook)``: what strict nbval found on ``notebook`` earlier in this ``make test``, or None.
-
-    tools/testrun.py runs every chapter under strict nbval before the course and browser tests, and
-    book/conftest.py leaves a record per notebook. This returns it, a dict with ``cells`` (``{"Cell 3":
-    "passed", ...}``, code cells numbered from 0), only when it comes from this run (``ATTNLIB_TEST_RUN``),
-    is of the notebook as it is now (sha256) and every cell passed: then every cell ran without error in a
-    fresh kernel (test cells included) and printed what is stored. Otherwise (pytest run on its own, a
-    changed or failing notebook) it returns None, and the caller executes the notebook itself.
-    """
-
-    def record(notebook) -> dict | None:
-        run, path = os.environ.get("ATTNLIB_TEST_RUN"), NBVAL_RECORDS / f"{Path(notebook).stem}.json"
-        if not run or not path.is_file():
-            return None
-        found = json.loads(path.read_text(encoding="utf-8"))
-        current = hashlib.sha256(Path(notebook).read_bytes()).hexdigest()
-        return found if (found["run"], found["sha256"], found["passed"]) == (run, current, True) else None
-
-    return record

@@ -4,7 +4,8 @@
 
 - **Groups.** xdist schedules whole groups (``pytest_xdist_make_scheduler``), each run in one worker: a
   group is a file (a notebook's cells share one kernel; a module's fixtures are built once), except in the
-  files in ``SPREAD``, whose tests are independent runs, one group each.
+  files in ``SPREAD``, whose tests are independent runs, one group each, and in ``BY_PAGE``, where the
+  tests of one page of the site make a group.
 - **Longest first.** In the workers the groups are ordered by the time they took in the previous run
   (``_build/test-times/groups.json``; without it, chapters and tests marked slow first), so the long ones
   do not start last.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 HISTORY = REPO / "_build" / "test-times" / "groups.json"
 PARTS = {"tests/test_course.py": "course", "tests/test_chapters_float32.py": "notebooks"}  # by file
 SPREAD = {"tests/test_chapters_float32.py"}  # every test its own group: one chapter run each
+# one group per page of the site: the tests of a page run together (axe reads the light and dark mode of one
+# load), the pages spread over the workers; a test without a page is a group of its own
+BY_PAGE = {"tests/test_accessibility.py"}
+PAGE_PARAM = re.compile(r"\[([^\]]*?\.html)")
 PART_ORDER = ("unit", "notebooks", "browser", "course")
 
 
@@ -45,8 +51,12 @@ def part(nodeid: str, keywords) -> str:
 
 
 def group(nodeid: str) -> str:
-    """The group of a test (all of it runs in one worker): its file, or its own node id in a SPREAD file."""
+    """The group of a test (all of it runs in one worker): its file; its own node id in a SPREAD file; its
+    file and page in a BY_PAGE file."""
     path = _path(nodeid)
+    if path in BY_PAGE:
+        page = PAGE_PARAM.search(nodeid)
+        return f"{path}::{page[1]}" if page else nodeid
     return nodeid if path in SPREAD else path
 
 

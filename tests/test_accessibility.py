@@ -3,7 +3,8 @@
 Every page of the built site (every ``.html`` page ``make book`` wrote, not a fixed list) is opened in
 light and dark mode at 1280 px and 390 px; axe-core (npm, ``package.json``) is injected and must find
 no violation of its ``wcag2a``, ``wcag2aa``, ``wcag21a`` and ``wcag21aa`` rules. Best-practice findings
-are counted and printed (and written to ``_build/a11y/axe.json``), not failed.
+are counted and printed per page (and written to ``_build/a11y/axe.json``), not failed. The tests of one
+page run together in one worker (tests/groups.py), the pages spread over the workers.
 
 Also: no figure's text alternative is a file path or a generic word; no page is wider than a 320 px
 screen (WCAG 1.4.10 reflow: code blocks may scroll inside themselves, the page may not); every
@@ -154,12 +155,8 @@ axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: ['violatio
 
 @pytest.fixture(scope="module")
 def axe_results(browsers):
-    """{(page, mode, width): violations}, filled as the tests ask; written to REPORT at the end."""
-    results: dict = {}
-    yield results
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(json.dumps({"|".join(map(str, k)): v for k, v in results.items()}, indent=1),
-                      encoding="utf-8")
+    """{(page, mode, width): violations}, filled as the tests ask (a page's runs share a worker: tests/groups.py)."""
+    return {}
 
 
 def run_axe(driver) -> list[dict]:
@@ -190,20 +187,33 @@ def test_axe_finds_no_wcag_violation(page, mode, width, browsers, server, axe_re
     assert wcag == [], f"{page} ({mode}, {width} px): {len(wcag)} WCAG 2.1 A/AA violations\n{details}"
 
 
-def test_best_practice_count_is_reported(axe_results, capsys):
-    """After the axe runs: how many best-practice findings remain (reported, not failed)."""
-    assert axe_results, "run with the axe tests (they fill the results)"
-    rows = {}
-    for (page, mode, width), violations in axe_results.items():
+@pytest.mark.parametrize("page", PAGES)
+def test_best_practice_findings_are_reported(page, axe_results, capsys):
+    """After a page's axe runs: its best-practice findings (reported, not failed), printed and written to
+    ``_build/a11y/axe/``; REPORT (``axe.json``) merges every page's file."""
+    runs = {(page, mode, width) for mode in MODES for width in WIDTHS}
+    mine = {key: violations for key, violations in axe_results.items() if key in runs}
+    assert set(mine) == runs, f"{page}: axe ran on {len(mine)} of its {len(runs)} mode and width combinations"
+    rows: dict[str, set] = {}
+    for (_, mode, width), violations in mine.items():
         for v in violations:
             if not _is_wcag(v):
-                rows.setdefault(v["id"], set()).add((page, mode, width))
-    total = sum(v["count"] for vs in axe_results.values() for v in vs if not _is_wcag(v))
+                rows.setdefault(v["id"], set()).add((mode, width))
+    total = sum(v["count"] for vs in mine.values() for v in vs if not _is_wcag(v))
     with capsys.disabled():
-        print(f"\naxe-core best-practice findings over {len(axe_results)} runs: {total} nodes, "
-              f"{len(rows)} rules: " + ", ".join(f"{rule} ({len(where)} runs)" for rule, where in sorted(rows.items())))
-    runs = {(page, mode, width) for page in PAGES for mode in MODES for width in WIDTHS}
-    assert set(axe_results) == runs, f"axe ran on {len(axe_results)} of {len(runs)} page, mode and width combinations"
+        print(f"\naxe-core best-practice findings on {page} ({len(mine)} runs): {total} nodes, {len(rows)} rules"
+              + "".join(f", {rule} ({len(where)} runs)" for rule, where in sorted(rows.items())))
+    folder = REPORT.parent / "axe"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{page.replace('/', '__')}.json").write_text(
+        json.dumps({"|".join(map(str, k)): v for k, v in mine.items()}, indent=1), encoding="utf-8")
+    merged = {}  # this page's file is written first, so whichever page finishes last merges them all
+    for name in sorted(f"{p.replace('/', '__')}.json" for p in PAGES):
+        if (folder / name).is_file():
+            merged.update(json.loads((folder / name).read_text(encoding="utf-8")))
+    tmp = REPORT.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(merged, indent=1), encoding="utf-8")
+    tmp.replace(REPORT)
 
 
 # --- figures' text alternatives --------------------------------------------------------------------------

@@ -7,8 +7,6 @@ a shown cell tagged ``nbval-ignore-output`` whose stored output is stale fails, 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import shutil
@@ -49,43 +47,16 @@ def outcomes(tmp_path_factory) -> dict[str, str]:
     nbformat.write(nb, folder / "policy.ipynb")
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--nbval", "--nbval-current-env",
                "--rootdir", str(folder), str(folder / "policy.ipynb")]
-    env = {**os.environ, "ATTNLIB_TEST_RUN": "policy-test",
-           "PYTHONPATH": str(ROOT)}  # the conftest imports the course package (recorded answers)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the conftest imports the course package (recorded answers)
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300, check=False, env=env)
     by_cell = dict(re.findall(r"::Cell (\d+) (PASSED|FAILED|SKIPPED|ERROR)", done.stdout))
     assert by_cell, f"no per-cell results from pytest:\n{done.stdout}\n{done.stderr}"
-    outcomes = {name: by_cell.get(str(i), "missing") for i, name in enumerate(CELLS)}
-    record = json.loads((folder.parent / "_build" / "nbval" / "policy.json").read_text(encoding="utf-8"))
-    return outcomes, record
+    return {name: by_cell.get(str(i), "missing") for i, name in enumerate(CELLS)}
 
 
 @pytest.mark.parametrize("name", CELLS)
 def test_cell_outcome(outcomes, name):
-    assert outcomes[0][name] == CELLS[name][1], outcomes[0]
-
-
-def test_run_leaves_a_record_of_each_cell(outcomes):
-    found, record = outcomes
-    assert record["run"] == "policy-test" and record["passed"] is False
-    assert record["cells"] == {f"Cell {i}": found[name].lower() for i, name in enumerate(CELLS)}
-
-
-def test_nbval_record_hands_out_only_a_passing_record_of_this_run(nbval_record, tmp_path, monkeypatch):
-    import conftest  # noqa: PLC0415 - where the fixture reads the records
-
-    notebook = tmp_path / "99_x.ipynb"
-    notebook.write_text("{}", encoding="utf-8")
-    monkeypatch.setattr(conftest, "NBVAL_RECORDS", tmp_path)
-    record = {"run": "this", "notebook": "book/99_x.ipynb", "sha256": hashlib.sha256(b"{}").hexdigest(),
-              "passed": True, "cells": {"Cell 0": "passed"}}
-    (tmp_path / "99_x.json").write_text(json.dumps(record), encoding="utf-8")
-    monkeypatch.setenv("ATTNLIB_TEST_RUN", "this")
-    assert nbval_record(notebook) == record
-    monkeypatch.setenv("ATTNLIB_TEST_RUN", "another")
-    assert nbval_record(notebook) is None
-    monkeypatch.setenv("ATTNLIB_TEST_RUN", "this")
-    notebook.write_text("{ }", encoding="utf-8")  # changed since the run
-    assert nbval_record(notebook) is None
+    assert outcomes[name] == CELLS[name][1], outcomes
 
 
 def test_site_is_built_from_the_stored_outputs_nbval_checks():

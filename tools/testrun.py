@@ -3,11 +3,13 @@
 1. ``ruff check .``
 2. At once: the book build (``jupyter-book build -W``; it executes nothing, the site shows the committed
    outputs) and pytest over attnlib's tests and the chapters (``--parts unit,notebooks``): every chapter
-   under strict nbval, each executed once, and the chapters' float32 runs, spread over the cores by
-   pytest-xdist (tests/groups.py says how). Each chapter's nbval run leaves a record (book/conftest.py).
-3. Once the site is built: the browser tests (the site in headless Chromium, served once; BertViz views;
-   JupyterLab) and the course tests (``--parts browser,course``), which can read those records through
-   the ``nbval_record`` fixture (tests/conftest.py) instead of executing a chapter again.
+   under strict nbval, each executed once (its recorded exercise answers graded in the same kernel:
+   book/conftest.py), and the chapters' float32 runs, spread over the cores by pytest-xdist (tests/groups.py
+   says how).
+3. As soon as the site is built, beside step 2: the browser tests (the site in headless Chromium; BertViz
+   views; JupyterLab; the print edition) and the course tests (``--parts browser,course``). They wait on
+   the browser much of the time, so the two pytest runs share the cores well; each run's output goes to a
+   log in ``_build/test-times/`` and is printed once it has finished.
 
 Each stage's wall time and CPU time (user + sys of all its processes) are printed at the end, with the
 parts of the test run (unit, notebooks, browser, course; see tests/groups.py). Usage:
@@ -76,12 +78,14 @@ class Stage:
         return self.returncode == 0
 
 
-def pytest_stage(name: str, workers: int, parts: str, paths: list[str], extra: list[str], run: str) -> Stage:
+def pytest_stage(name: str, workers: int, parts: str, paths: list[str], extra: list[str]) -> Stage:
     times = LOGS / f"{name}.json"
     times.unlink(missing_ok=True)
     command = [str(BIN / "pytest"), *paths, "--parts", parts, "-n", str(workers), "--dist", "loadscope",
                "--no-loadscope-reorder", *extra]
-    return Stage(name, command, env={"ATTNLIB_TEST_TIMES": str(times), "ATTNLIB_TEST_RUN": run, **ONE_THREAD})
+    log = LOGS / f"{name.replace(' + ', '-')}.log"
+    return Stage(name, command, log=log,
+                 env={"ATTNLIB_TEST_TIMES": str(times), **ONE_THREAD})
 
 
 def parts(stages: list[Stage]) -> dict[str, tuple[float, float]]:
@@ -123,18 +127,24 @@ def main(argv: list[str] | None = None) -> int:
     if not lint.ok:
         print("ruff found problems (above): fix them first", file=sys.stderr)
         return 1
-    run = f"{os.getpid()}-{time.time():.0f}"  # names this run in the chapters' nbval records (book/conftest.py)
-    first = pytest_stage("unit + notebooks", args.workers, "unit,notebooks", ["tests", "book", *NBVAL], extra, run)
-    waiting = build.start()
-    first.run()
-    waiting.join()
+    first = pytest_stage("unit + notebooks", args.workers, "unit,notebooks", ["tests", "book", *NBVAL], extra)
+    second = pytest_stage("browser + course", args.workers, "browser,course", ["tests"], extra)
     stages = [first]
+    waiting = {first: first.start(), build: build.start()}
+    print(f"{first.name}: running beside the book build (log: {first.log.relative_to(REPO)})", flush=True)
+    waiting[build].join()
     if build.ok:
-        print(f"The book built in {build.wall:.0f} s (log: {build.log.relative_to(REPO)})", flush=True)
-        stages.append(pytest_stage("browser + course", args.workers, "browser,course", ["tests"], extra, run).run())
+        print(f"The book built in {build.wall:.0f} s (log: {build.log.relative_to(REPO)}); "
+              f"{second.name}: running (log: {second.log.relative_to(REPO)})", flush=True)
+        stages.append(second)
+        waiting[second] = second.start()
     else:
         tail = build.log.read_text(encoding="utf-8", errors="replace").splitlines()[-60:]
         print("\n".join(["The book build failed; the last lines of its log:", *tail]), file=sys.stderr)
+    for stage in stages:  # each stage's output once it has finished, so the two never interleave
+        waiting[stage].join()
+        print(f"\n===== {stage.name}: finished in {stage.wall:.0f} s =====", flush=True)
+        print(stage.log.read_text(encoding="utf-8", errors="replace"), end="", flush=True)
     print(summary(time.monotonic() - began, lint, build, stages, args.workers), flush=True)
     return 0 if all(s.ok for s in [lint, build, *stages]) else 1
 
