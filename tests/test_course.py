@@ -14,13 +14,13 @@ What each group executes (the rest reads files):
   two tiny assignments written here (one code and one written exercise each): 5 + 3 tiny notebook
   executions, a few seconds each.
 * the student edition of the built site (``browser`` marker: it reads ``make book``'s output).
-* the JupyterHub recipe (``slow``): a fresh venv from ``requirements.txt`` runs chapter 6.
+
+The instructors' JupyterHub recipe is run, and chapter 6 in the environment it makes, by test_jupyterlab.py.
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import html
 import importlib.util
 import os
@@ -28,7 +28,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -576,70 +575,3 @@ def test_launch_buttons_open_the_student_release(stem):
     assert re.search(rf'href="(\.\./)+_sources/book/{stem}\.ipynb"', page), "no .ipynb download button"
     setup_comment = setup_cell(stem).source.splitlines()[0].lstrip("# ")
     assert setup_comment not in page, "the setup cell must be hidden on the website"
-
-
-# --- the instructors' page's JupyterHub recipe, as written ----------------------------------------
-
-def recipe() -> str:
-    """The shell block under the instructors' page's JupyterHub heading."""
-    text = (BOOK / "instructors.md").read_text()
-    section = text.split("### JupyterHub", 1)[1]
-    return re.search(r"```bash\n(.*?)```", section, re.S)[1]
-
-
-STUDENT_ENV = ROOT / "_build" / "student-env"  # the recipe's environment, kept while requirements.txt is unchanged
-
-
-def student_env() -> Path:
-    """The folder the recipe's venv goes into: emptied whenever the student requirements changed.
-
-    The first run pays for the venv (pip installs every student package, from local wheels and pip's cache:
-    minutes); later runs execute the same recipe, pip finds everything installed, and only the clone,
-    ``npm ci``, the editable attnlib and chapter 6 cost time.
-    """
-    stamp = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in ("requirements.txt", "pyproject.toml")))
-    marker = STUDENT_ENV / ".requirements-sha256"
-    if not marker.is_file() or marker.read_text() != stamp.hexdigest():
-        shutil.rmtree(STUDENT_ENV, ignore_errors=True)
-        STUDENT_ENV.mkdir(parents=True)
-        marker.write_text(stamp.hexdigest())
-    return STUDENT_ENV / "env"
-
-
-@pytest.mark.slow
-def test_jupyterhub_recipe_runs_chapter_6_with_its_views(tmp_path):
-    """The recipe's commands, verbatim but for the folders, then chapter 6 in the environment they made.
-
-    The repository is cloned from this checkout's HEAD (commit first); HOME is empty, so the views can only
-    find their JavaScript where the recipe put it.
-    """
-    env_dir = student_env()
-    commands = recipe().replace("/opt/attention-step-by-step", str(tmp_path / "clone"))
-    commands = commands.replace("/opt/attention-env", str(env_dir))
-    commands = commands.replace(REPOSITORY_URL, str(ROOT))
-    commands = commands.replace("--prefix /usr/local", f"--prefix {tmp_path / 'jupyter'}")
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {**os.environ, "HOME": str(home), "PIP_CACHE_DIR": str(Path.home() / ".cache" / "pip"),
-           "npm_config_cache": str(Path.home() / ".npm"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    env.pop("ATTNLIB_NODE_MODULES", None)
-    started = time.perf_counter()
-    done = subprocess.run(["bash", "-euxo", "pipefail", "-c", commands], capture_output=True, text=True,
-                          timeout=1800, check=False, env=env)
-    assert done.returncode == 0, f"the recipe failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    recipe_s = time.perf_counter() - started
-    python = env_dir / "bin" / "python"
-    tools = subprocess.run([python, "-c", "import importlib.util as u; print([m for m in ('nbgrader', 'pytest', "
-                            "'jupyter_book', 'selenium', 'ruff') if u.find_spec(m)])"],
-                           capture_output=True, text=True, check=True)
-    assert tools.stdout.strip() == "[]", f"tools in the students' environment: {tools.stdout}"
-    assert any((tmp_path / "jupyter" / "share" / "jupyter" / "kernels").glob("*/kernel.json")), "no kernel registered"
-    chapter = tmp_path / "clone" / "book" / "06_real_model.ipynb"
-    run = subprocess.run([python, "-m", "nbconvert", "--to", "notebook", "--execute", "--output", "executed.ipynb",
-                          "--ExecutePreprocessor.timeout=600", str(chapter)],
-                         capture_output=True, text=True, timeout=900, check=False, env=env)
-    assert run.returncode == 0, f"chapter 6 failed in the students' environment:\n{run.stderr[-3000:]}"
-    executed = (chapter.parent / "executed.ipynb").read_text()
-    assert "https://d3js.org v5.7.0" in executed and "jQuery v2.2.4" in executed, "the views inline their JavaScript"
-    assert "cdnjs" not in executed
-    print(f"recipe {recipe_s:.0f} s, chapter 6 {time.perf_counter() - started - recipe_s:.0f} s")

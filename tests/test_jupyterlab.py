@@ -1,18 +1,26 @@
-"""The real-model chapter in a real JupyterLab: run every cell in the browser, see the head view draw.
+"""The students' JupyterLab, set up by the instructors' JupyterHub recipe, in a real browser.
 
-Starts JupyterLab on 127.0.0.1 (token, throwaway config/settings/workspace folders, no update check,
-no news, no extension manager) in a temporary copy of the repository's ``book/`` folder, opens
-``book/06_real_model.ipynb`` in headless Chromium, clears the stored outputs, runs all cells with
-JupyterLab's own ``notebook:run-all-cells`` command (what Run > Run All Cells does) and checks that
-the fresh output holds BertViz's head view: an ``<svg>`` with attention lines. Every request the
-page makes must stay on loopback.
+1. The recipe (book/instructors.md, "JupyterHub"): its commands verbatim but for the folders, in a fresh
+   folder: a clone of this checkout's HEAD (commit first), a venv from ``requirements.txt`` (kept in
+   ``_build/student-env`` while the student requirements are unchanged: its first run pays minutes of pip),
+   ``npm ci``, and the kernel registered under a prefix. HOME is empty, so the views can only find their
+   JavaScript where the recipe put it. The environment must hold no tool a student does not need.
+2. JupyterLab from that environment (the students' jupyterlab and jupyterlab-myst) on 127.0.0.1 (token,
+   throwaway config/settings/workspace folders, no update check, no news, no extension manager), in the
+   clone. In headless Chromium, chapter 6 (``book/06_real_model.ipynb``) gets the recipe's kernel
+   ("Attention, Step by Step"), its stored outputs are cleared and JupyterLab's own
+   ``notebook:run-all-cells`` (Run > Run All Cells) runs it: the fresh output must hold BertViz's head view
+   (an ``<svg>`` with attention lines) and the neuron view, and the saved notebook must inline the views'
+   JavaScript (no CDN). Every request the page makes must stay on loopback.
+3. Every chapter's markdown, as JupyterLab renders it with jupyterlab-myst: no raw MyST markup
+   (``{cite}``, ``{eq}``, a directive's fence) may show.
 
-Every chapter's markdown is also read as JupyterLab renders it with jupyterlab-myst
-(requirements.txt): no raw MyST markup (``{cite}``, ``{eq}``, a directive's fence) may show.
+One chapter execution in all: the recipe's environment is checked by running chapter 6 in JupyterLab.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -20,17 +28,18 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import browser_utils as bu
 import pytest
+import yaml
 
 pytestmark = pytest.mark.browser
 
 CHAPTER = "book/06_real_model.ipynb"
+KERNEL = "attention"  # the name the recipe registers its kernel under
 TOKEN = "attnlib-browser-test"
 SERVER_CONFIG = {  # nothing the server does may leave loopback either
     "LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
@@ -45,8 +54,11 @@ const app = window.jupyterapp;
   const panel = app.shell.currentWidget;
   await panel.context.ready;
   await panel.sessionContext.ready;
+  await panel.sessionContext.changeKernel({name: arguments[0]});  // the kernel students are told to pick
+  await panel.sessionContext.ready;
   await app.commands.execute('notebook:clear-all-cell-outputs');
   const ok = await app.commands.execute('notebook:run-all-cells');
+  await panel.context.save();  // File > Save: the outputs as a student's notebook stores them
   done({ok: ok, kernel: panel.sessionContext.session && panel.sessionContext.session.kernel.name});
 })().catch(e => done({ok: false, error: String(e && e.stack || e)}));
 """
@@ -74,12 +86,65 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def prepare_root(root: Path) -> str:
-    """Copy book/ into ``root``; returns the chapter notebook to open."""
-    shutil.copytree(bu.REPO / "book", root / "book",
-                    ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints", "__pycache__"))
-    assert (root / CHAPTER).is_file(), f"{CHAPTER} is missing: the JupyterLab test runs the real-model chapter"
-    return CHAPTER
+def recipe() -> str:
+    """The shell block under the instructors' page's JupyterHub heading."""
+    text = (bu.REPO / "book" / "instructors.md").read_text(encoding="utf-8")
+    section = text.split("### JupyterHub", 1)[1]
+    return re.search(r"```bash\n(.*?)```", section, re.S)[1]
+
+
+STUDENT_ENV = bu.REPO / "_build" / "student-env"  # the recipe's environment, kept while requirements.txt is unchanged
+REPOSITORY_URL = yaml.safe_load((bu.REPO / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
+
+
+def student_env() -> Path:
+    """The folder the recipe's venv goes into: emptied whenever the student requirements changed.
+
+    The first run pays for the venv (pip installs every student package, from local wheels and pip's cache:
+    minutes); later runs execute the same recipe, pip finds everything installed, and only the clone,
+    ``npm ci``, the editable attnlib and the kernel registration cost time.
+    """
+    stamp = hashlib.sha256(b"".join((bu.REPO / f).read_bytes() for f in ("requirements.txt", "pyproject.toml")))
+    marker = STUDENT_ENV / ".requirements-sha256"
+    if not marker.is_file() or marker.read_text() != stamp.hexdigest():
+        shutil.rmtree(STUDENT_ENV, ignore_errors=True)
+        STUDENT_ENV.mkdir(parents=True)
+        marker.write_text(stamp.hexdigest())
+    return STUDENT_ENV / "env"
+
+
+@pytest.fixture(scope="module")
+def students(tmp_path_factory) -> dict:
+    """The recipe's commands run in a fresh folder: {clone, python, prefix, home, env, seconds}."""
+    folder = tmp_path_factory.mktemp("jupyterhub")
+    env_dir = student_env()
+    commands = recipe().replace("/opt/attention-step-by-step", str(folder / "clone"))
+    commands = commands.replace("/opt/attention-env", str(env_dir))
+    commands = commands.replace(REPOSITORY_URL, str(bu.REPO))
+    commands = commands.replace("--prefix /usr/local", f"--prefix {folder / 'jupyter'}")
+    home = folder / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "PIP_CACHE_DIR": str(Path.home() / ".cache" / "pip"),
+           "npm_config_cache": str(Path.home() / ".npm"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("ATTNLIB_NODE_MODULES", None)
+    started = time.perf_counter()
+    done = subprocess.run(["bash", "-euxo", "pipefail", "-c", commands], capture_output=True, text=True,
+                          timeout=1800, check=False, env=env)
+    if done.returncode != 0:
+        pytest.fail(f"the JupyterHub recipe failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}", pytrace=False)
+    return {"clone": folder / "clone", "python": env_dir / "bin" / "python", "prefix": folder / "jupyter",
+            "home": home, "env": env, "seconds": time.perf_counter() - started}
+
+
+def test_recipe_makes_a_students_environment_and_kernel(students):
+    tools = subprocess.run([students["python"], "-c", "import importlib.util as u; print([m for m in ('nbgrader', "
+                            "'pytest', 'jupyter_book', 'selenium', 'ruff') if u.find_spec(m)])"],
+                           capture_output=True, text=True, check=True)
+    assert tools.stdout.strip() == "[]", f"tools in the students' environment: {tools.stdout}"
+    kernels = list((students["prefix"] / "share" / "jupyter" / "kernels").glob("*/kernel.json"))
+    assert [k.parent.name for k in kernels] == [KERNEL], f"expected the recipe's kernel {KERNEL!r}, got {kernels}"
+    spec = json.loads(kernels[0].read_text(encoding="utf-8"))
+    assert spec["argv"][0] == str(students["python"]), f"the kernel runs {spec['argv'][0]}, not the recipe's venv"
 
 
 def _wait_for_server(url: str, process: subprocess.Popen, log: Path, timeout_s: float = 90.0) -> None:
@@ -97,7 +162,7 @@ def _wait_for_server(url: str, process: subprocess.Popen, log: Path, timeout_s: 
     raise TimeoutError(f"expected JupyterLab to answer {url} within {timeout_s:.0f} s, it did not")
 
 
-def _environment(home: Path) -> dict:
+def _environment(home: Path, students: dict) -> dict:
     config = home / "config"
     config.mkdir()
     (config / "jupyter_server_config.json").write_text(json.dumps(SERVER_CONFIG), encoding="utf-8")
@@ -107,8 +172,9 @@ def _environment(home: Path) -> dict:
     notebook = home / "settings" / "@jupyterlab" / "notebook-extension"  # render every cell, not just those in view
     notebook.mkdir(parents=True)
     (notebook / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}), encoding="utf-8")
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+    env = dict(students["env"], JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
                JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+               JUPYTER_PATH=str(students["prefix"] / "share" / "jupyter"),  # where the recipe put its kernel
                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     env.pop("JUPYTER_TOKEN", None)
     return env
@@ -128,22 +194,23 @@ def _stop(process: subprocess.Popen, base: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def jupyterlab(tmp_path_factory):
+def jupyterlab(tmp_path_factory, students):
+    """JupyterLab from the recipe's environment, serving the recipe's clone: (base URL, chapter 6's path)."""
     bu.require_chromium()
     home = tmp_path_factory.mktemp("jupyterlab")
-    root = home / "repo"
-    notebook = prepare_root(root)
+    root = students["clone"]
+    assert (root / CHAPTER).is_file(), f"{CHAPTER} is missing: the JupyterLab test runs the real-model chapter"
     port = free_port()
     base = f"http://127.0.0.1:{port}/"
-    command = [sys.executable, "-m", "jupyterlab", "--ip=127.0.0.1", f"--port={port}",
+    command = [str(students["python"]), "-m", "jupyterlab", "--ip=127.0.0.1", f"--port={port}",
                f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}"]
     log_path = home / "jupyterlab.log"
     log = log_path.open("w")
-    process = subprocess.Popen(command, cwd=root, env=_environment(home), stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    process = subprocess.Popen(command, cwd=root, env=_environment(home, students), stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_for_server(f"{base}api/status?token={TOKEN}", process, log_path)
-        yield base, notebook
+        yield base, CHAPTER
     finally:
         _stop(process, base)
         log.close()
@@ -176,14 +243,14 @@ def _screenshot_head_view(driver, path: Path) -> None:
     driver.save_screenshot(str(path))
 
 
-def test_head_view_renders_in_jupyterlab(jupyterlab, capsys):
+def test_head_view_renders_in_jupyterlab(jupyterlab, students, capsys):
     base, notebook = jupyterlab
     start = time.monotonic()
     with bu.chromium(width=1400, height=1000) as driver:
         driver.set_script_timeout(600)
         driver.get(f"{base}lab/tree/{notebook}?token={TOKEN}")
         _wait_notebook_open(driver)
-        result = driver.execute_async_script(RUN_ALL)
+        result = driver.execute_async_script(RUN_ALL, KERNEL)
         probe = _wait_head_view(driver)
         requests = bu.network_requests(bu.wait_network_idle(driver))
         _screenshot_head_view(driver, bu.REPO / "_build" / "screenshots" / "jupyterlab" / f"{Path(notebook).stem}.png")
@@ -191,6 +258,7 @@ def test_head_view_renders_in_jupyterlab(jupyterlab, capsys):
         print(f"\nJupyterLab: ran {notebook} in {time.monotonic() - start:.1f} s, {len(requests)} requests, "
               f"head views {probe['heads']}, model views {probe['models']}, neuron views {probe['neurons']}")
     assert result.get("ok") is True, f"expected Run All Cells to finish, got {result}"
+    assert result.get("kernel") == KERNEL, f"expected the recipe's kernel {KERNEL!r}, got {result}"
     assert probe["errors"] == [], f"cells wrote errors: {probe['errors']}"
     assert probe["heads"], f"expected a head view in the outputs of {notebook}, got {probe}"
     assert all(v["svgs"] > 0 and v["lines"] > 0 for v in probe["heads"]), probe["heads"]
@@ -198,6 +266,9 @@ def test_head_view_renders_in_jupyterlab(jupyterlab, capsys):
     assert all(v["svgs"] > 0 and v["texts"] > 0 and v["button"] == 1 for v in probe["neurons"]), probe["neurons"]
     outside = [r.url for r in requests if not bu.is_loopback(r.url)]
     assert outside == [], f"JupyterLab page requests leaving loopback: {outside}"
+    saved = (students["clone"] / notebook).read_text(encoding="utf-8")
+    assert "https://d3js.org v5.7.0" in saved and "jQuery v2.2.4" in saved, "the views inline their JavaScript"
+    assert "cdnjs" not in saved
 
 
 # --- MyST markup renders (jupyterlab-myst) ---------------------------------------------------------------
@@ -233,9 +304,9 @@ const app = window.jupyterapp;
 """
 
 
-def test_chapters_show_no_raw_myst_in_jupyterlab(jupyterlab):
+def test_chapters_show_no_raw_myst_in_jupyterlab(jupyterlab, students):
     base, _ = jupyterlab
-    chapters = sorted(p.name for p in (bu.REPO / "book").glob("[0-9][0-9]_*.ipynb"))
+    chapters = sorted(p.name for p in (students["clone"] / "book").glob("[0-9][0-9]_*.ipynb"))  # HEAD's
     assert chapters, "expected chapter notebooks in book/"
     with bu.chromium(width=1400, height=1000) as driver:
         driver.set_script_timeout(120)

@@ -130,19 +130,19 @@ def main(argv: list[str] | None = None) -> int:
     first = pytest_stage("unit + notebooks", args.workers, "unit,notebooks", ["tests", "book", *NBVAL], extra)
     second = pytest_stage("browser + course", args.workers, "browser,course", ["tests"], extra)
     stages = [first]
-    waiting = {first: first.start(), build: build.start()}
+    waiting = {first.name: first.start(), build.name: build.start()}
     print(f"{first.name}: running beside the book build (log: {first.log.relative_to(REPO)})", flush=True)
-    waiting[build].join()
+    waiting[build.name].join()
     if build.ok:
         print(f"The book built in {build.wall:.0f} s (log: {build.log.relative_to(REPO)}); "
               f"{second.name}: running (log: {second.log.relative_to(REPO)})", flush=True)
         stages.append(second)
-        waiting[second] = second.start()
+        waiting[second.name] = second.start()
     else:
         tail = build.log.read_text(encoding="utf-8", errors="replace").splitlines()[-60:]
         print("\n".join(["The book build failed; the last lines of its log:", *tail]), file=sys.stderr)
     for stage in stages:  # each stage's output once it has finished, so the two never interleave
-        waiting[stage].join()
+        waiting[stage.name].join()
         print(f"\n===== {stage.name}: finished in {stage.wall:.0f} s =====", flush=True)
         print(stage.log.read_text(encoding="utf-8", errors="replace"), end="", flush=True)
     print(summary(time.monotonic() - began, lint, build, stages, args.workers), flush=True)
