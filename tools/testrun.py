@@ -7,12 +7,15 @@
    book/conftest.py), and the chapters' float32 runs, spread over the cores by pytest-xdist (tests/groups.py
    says how).
 3. As soon as the site is built, beside step 2: the browser tests (the site in headless Chromium; BertViz
-   views; JupyterLab; the print edition) and the course tests (``--parts browser,course``). They wait on
-   the browser much of the time, so the two pytest runs share the cores well; each run's output goes to a
-   log in ``_build/test-times/`` and is printed once it has finished.
+   views; JupyterLab; the print edition) and the course tests (``--parts browser,course``). On their own
+   they leave a core idle about half the time (each worker waits on its browser, its server or its
+   kernel), so side by side the two runs keep every core busy; each run's output goes to a log in
+   ``_build/test-times/`` and is printed once it has finished.
 
-Each stage's wall time and CPU time (user + sys of all its processes) are printed at the end, with the
-parts of the test run (unit, notebooks, browser, course; see tests/groups.py). Usage:
+Each stage's wall time and CPU time (user + sys of its processes and the children they waited for: a
+Chromium renderer that outlives its driver is not counted) are printed at the end, with the whole machine's
+CPU time over the run (``/proc/stat``: everything, Chromium included) and the parts of the test run (unit,
+notebooks, browser, course; see tests/groups.py). Usage:
 ``python tools/testrun.py [--workers N] [pytest arguments...]`` (extra arguments go to both pytest runs).
 """
 
@@ -101,8 +104,23 @@ def parts(stages: list[Stage]) -> dict[str, tuple[float, float]]:
     return {part: (span, seconds) for part, (span, seconds) in found.items()}
 
 
-def summary(total: float, lint: Stage, build: Stage, tests: list[Stage], workers: int) -> str:
-    rows = [f"make test: {total:.0f} s wall in all ({workers} pytest workers; CPU = user + sys of every process)"]
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, all cores (0, 0 where /proc/stat is missing)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:8]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields) - idle) / ticks, sum(fields) / ticks
+
+
+def summary(total: float, lint: Stage, build: Stage, tests: list[Stage], workers: int,
+            busy: tuple[float, float]) -> str:
+    rows = [f"make test: {total:.0f} s wall in all ({workers} pytest workers per run; CPU = user + sys)"]
+    if busy[1] > 0:
+        rows.append(f"  the machine: {busy[0]:.0f} CPU-s busy of {busy[1]:.0f} ({100 * busy[0] / busy[1]:.0f}% "
+                    f"of {os.cpu_count()} cores), every process included")
     for stage, what in [(lint, "lint"), (build, "build (beside the tests)"), *((s, s.name) for s in tests)]:
         state = "" if stage.ok else f"  FAILED (exit {stage.returncode})"
         rows.append(f"  {what:26s} {stage.wall:7.1f} s wall {stage.cpu:8.1f} s CPU{state}")
@@ -119,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="pytest-xdist workers (default: TEST_WORKERS or the number of cores)")
     args, extra = parser.parse_known_args(argv)
     LOGS.mkdir(parents=True, exist_ok=True)
-    began = time.monotonic()
+    began, before = time.monotonic(), machine_cpu()
 
     lint = Stage("lint", [str(BIN / "ruff"), "check", "."]).run()
     build = Stage("build", [str(BIN / "jupyter-book"), "build", ".", "--warningiserror", "--keep-going"],
@@ -145,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         waiting[stage.name].join()
         print(f"\n===== {stage.name}: finished in {stage.wall:.0f} s =====", flush=True)
         print(stage.log.read_text(encoding="utf-8", errors="replace"), end="", flush=True)
-    print(summary(time.monotonic() - began, lint, build, stages, args.workers), flush=True)
+    after = machine_cpu()
+    busy = (after[0] - before[0], after[1] - before[1])
+    print(summary(time.monotonic() - began, lint, build, stages, args.workers, busy), flush=True)
     return 0 if all(s.ok for s in [lint, build, *stages]) else 1
 
 
