@@ -11,6 +11,9 @@ output the site shows (any cell not tagged ``remove-output`` or ``remove-cell``)
 - ``nbval-skip`` (or ``# NBVAL_SKIP``) fails, and so does a cell stored unexecuted (``execution_count: null``),
   which nbval would pass without comparing: execute the notebook and commit it executed.
 
+It also runs every chapter kernel on one thread (``KERNEL_ENV``), and after each autograded chapter's last
+cell grades the course's recorded answers in that chapter's kernel (the ``recorded answers`` item below).
+
 This file sits beside the notebooks so that every nbval run over ``book/`` (``make test``,
 ``make notebooks``, ``pytest --nbval book/NN_x.ipynb``) applies it.
 """
