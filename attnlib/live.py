@@ -275,20 +275,9 @@ def build_model(cache_dir: Path, log=print) -> dict:
 # --- BertViz's views for results computed in the browser ------------------------------------------
 
 ROOT_PLACEHOLDER = "attnlib-live-root"
-_CDN_SCRIPT = re.compile(r'<script src="https://[^"]*"></script>')
-_UUID = re.compile(r"bertviz-[0-9a-f]{32}")
-_REQUIRE_CONFIG = re.compile(r"require\.config\(\{.*?\}\);\s*", re.DOTALL)
-_REQUIRE_CALL = re.compile(r"requirejs\(\[\s*'jquery',\s*'d3'\s*\],\s*function\s*\(\$,\s*d3\)\s*\{")
+_CDN_SCRIPT = re.compile(r'<script src="https://[^"]*"></script>')  # every CDN script, not only require.js
 _PARAMS_LINE = re.compile(r"\n[ \t]*const params = .*\n")
 _SCRIPT = '<script type="text/javascript">'
-
-
-def _once(pattern: re.Pattern, replacement: str, text: str) -> str:
-    new, count = pattern.subn(lambda _: replacement, text, count=1)
-    if count != 1:
-        raise RuntimeError(f"expected bertviz==1.4.1 output containing {pattern.pattern!r} once, got {count} "
-                           f"(bertviz {version('bertviz')} installed?)")
-    return new
 
 
 def bertviz_template(kind: str) -> dict:
@@ -302,13 +291,17 @@ def bertviz_template(kind: str) -> dict:
     """
     import bertviz  # noqa: PLC0415
 
+    # the offline views' own readers of BertViz's page (attnlib.views.bertviz): the same version pin
+    from attnlib.views.bertviz import _REQUIRE_CALL, _REQUIRE_CONFIG, _UUID_ID  # noqa: PLC0415
+    from attnlib.views.bertviz import _replace_once as _once  # noqa: PLC0415
+
     views = {"head": bertviz.head_view, "model": bertviz.model_view}
     if kind not in views:
         raise ValueError(f"expected kind 'head' or 'model', got {kind!r}")
     placeholder = [torch.zeros(1, 1, 2, 2)]  # BertViz needs some attention to write its page
     html = views[kind](attention=placeholder, tokens=["a", "b"], html_action="return").data
     start = html.index(_SCRIPT)
-    markup = _once(_UUID, ROOT_PLACEHOLDER, _once(_CDN_SCRIPT, "", html[:start])).strip()
+    markup = _once(_UUID_ID, ROOT_PLACEHOLDER, _once(_CDN_SCRIPT, "", html[:start])).strip()
     script = html[start + len(_SCRIPT):html.rindex("</script>")]
     params_at = script.index("const params = ") + len("const params = ")
     params, _ = json.JSONDecoder().raw_decode(script, params_at)

@@ -15,19 +15,21 @@ import json
 import mimetypes
 import os
 import shutil
+import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlparse, urlsplit
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "book" / "_ext"))
+import print_book  # noqa: E402 - the print edition's loopback server
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 CHROME_FLAGS = (
@@ -84,18 +86,10 @@ class _Handler(SimpleHTTPRequestHandler):
         pass
 
 
-@contextmanager
-def serve(directory: Path) -> Iterator[str]:
-    """Serve ``directory`` on 127.0.0.1 (a free port) in a thread; yields the base URL ending in '/'."""
-    handler = functools.partial(_Handler, directory=str(directory))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+def serve(directory: Path) -> AbstractContextManager[str]:
+    """Serve ``directory`` on 127.0.0.1 (a free port) in a thread, compressing as above (the print
+    edition's server, book/_ext/print_book.py, with this handler); yields the base URL ending in '/'."""
+    return print_book.serve(directory, _Handler)
 
 
 # --- headless Chromium -------------------------------------------------------------------------------

@@ -17,16 +17,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 import browser_utils as bu
 import pytest
-
-sys.path.insert(0, str(bu.REPO / "book" / "_ext"))
-import print_book  # noqa: E402
+from browser_utils import print_book  # book/_ext/print_book.py
 
 pytestmark = pytest.mark.browser
 

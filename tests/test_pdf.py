@@ -16,10 +16,8 @@ from pathlib import Path
 
 import browser_utils as bu
 import pytest
+from browser_utils import print_book  # book/_ext/print_book.py
 from pypdf import PdfReader
-
-sys.path.insert(0, str(bu.REPO / "book" / "_ext"))
-import print_book  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

@@ -115,9 +115,10 @@ def toc_pages(root: Path = REPO) -> list[str]:
 
 
 @contextmanager
-def serve(directory: Path):
-    """The built site on 127.0.0.1 (a free port), in a thread; yields its base URL."""
-    handler = functools.partial(_Quiet, directory=str(directory))
+def serve(directory: Path, handler_class: type[SimpleHTTPRequestHandler] | None = None):
+    """The built site on 127.0.0.1 (a free port), in a thread; yields its base URL ending in '/'.
+    ``handler_class`` answers the requests (default: plain static files, nothing logged)."""
+    handler = functools.partial(handler_class or _Quiet, directory=str(directory))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
