@@ -106,7 +106,8 @@ class KVCache:
 
 
 def cached_attention(cache: KVCache, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     window: int | None = None, need_weights: bool = False):
+                     *, window: int | None = None,
+                     need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attention of the new positions over the cached past and themselves; returns (output, weights).
 
     query (B, Hq, Lnew, Dk), key and value (B, Hkv, Lnew, Dk): the new positions' projections. They are
@@ -255,7 +256,7 @@ class PagedKVCache:
 
 
 def paged_attention(cache: PagedKVCache, seq, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    need_weights: bool = False):
+                    *, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``cached_attention`` for one sequence of a ``PagedKVCache``; returns (output, weights).
 
     query (Hq, Lnew, Dk), key (Hkv, Lnew, Dk), value (Hkv, Lnew, Dv): the new positions of sequence ``seq``,
