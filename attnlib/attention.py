@@ -91,11 +91,11 @@ def _fast(query, key, value, attn_mask, dropout_p, is_causal, scale, groups):
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                  attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
-                                 *, need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+                                 is_causal: bool = False, *, scale: float | None = None, enable_gqa: bool = False,
+                                 need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``softmax(Q Kᵀ · scale + mask) V``; returns ``(output (..., Lq, Dv), weights (..., Lq, Lk))``.
 
-    The arguments are torch's, in torch's order, plus ``need_weights``.
+    The arguments are torch's, in torch's order and kinds (``scale`` onwards keyword-only), plus ``need_weights``.
     query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); ``scale=None`` means 1/√Dk.
     ``attn_mask``: bool (True = may attend) or float (added), broadcastable to (..., Lq, Lk).
     ``is_causal=True`` masks keys after each query (top-left aligned). Fully masked queries get

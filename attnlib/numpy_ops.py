@@ -134,8 +134,8 @@ def _dropout(weights: np.ndarray, p: float) -> np.ndarray:
 
 def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
                                  attn_mask: np.ndarray | None = None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
-                                 *, need_weights: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+                                 is_causal: bool = False, *, scale: float | None = None, enable_gqa: bool = False,
+                                 need_weights: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """``softmax(Q Kᵀ · scale + mask) V``; returns ``(output (..., Lq, Dv), weights (..., Lq, Lk))``.
 
     Same arguments and rules as the torch version; float16 is computed in float32. ``dropout_p`` drops weights
