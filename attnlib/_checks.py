@@ -256,18 +256,20 @@ def _grouped(batch: tuple, groups: int) -> tuple:
     return batch if groups == 1 else (*batch[:-1], batch[-1] * groups)
 
 
-def check_mask_args(attn_mask, is_causal, lq: int, lk: int, ref_name: str, ref, batch: tuple = ()) -> None:
+def check_mask_args(attn_mask, is_causal, lq: int, lk: int, batch: tuple = (), device: torch.device | None = None,
+                    require=require_tensor) -> None:
     """``is_causal`` a bool; ``attn_mask`` None or a bool/float mask broadcastable to (..., Lq, Lk), not both.
 
-    The mask is a tensor or an array like ``ref``, on its device; its leading dims broadcast with ``batch``.
+    The mask is a tensor on ``device`` (``require=require_array``: an array); its leading dims broadcast with
+    those in ``batch``.
     """
     require_bool("is_causal", is_causal)
     if attn_mask is None:
         return
-    (require_tensor if isinstance(ref, torch.Tensor) else require_array)("attn_mask", attn_mask)
+    require("attn_mask", attn_mask)
     check_mask(attn_mask, lq, lk)
-    if isinstance(ref, torch.Tensor) and attn_mask.device != ref.device:
-        raise ValueError(f"expected attn_mask on {ref.device} like the {ref_name}, got {attn_mask.device}")
+    if device is not None and attn_mask.device != device:
+        raise ValueError(f"expected attn_mask on {device} like the inputs, got {attn_mask.device}")
     batch_shape(*batch, attn_mask.shape[:-2])
     if is_causal:
         raise ValueError("expected either attn_mask or is_causal=True, got both")
@@ -288,7 +290,8 @@ def check_attention_args(query, key, value, attn_mask=None, dropout_p=0.0, is_ca
     batch = check_qkv(query, key, value, enable_gqa)
     require_positive("scale", scale, allow_none=True)
     check_dropout_p(dropout_p)
-    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], "query", query, (batch,))
+    device = query.device if isinstance(query, torch.Tensor) else None
+    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], (batch,), device, require)
     return query.shape[-3] // key.shape[-3] if enable_gqa else 1
 
 

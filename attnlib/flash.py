@@ -198,7 +198,7 @@ def weights_from_lse(query: torch.Tensor, key: torch.Tensor, lse: torch.Tensor,
     """
     check_scores_args(query, key)
     batch = batch_shape(query.shape[:-2], key.shape[:-2])
-    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], "query", query, (batch,))
+    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], (batch,), query.device)
     require_positive("scale", scale, allow_none=True)
     _check_lse(lse, query)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)

@@ -88,7 +88,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"expected query (B, Lq, ...), key and value (B, Lk, ...) with matching B "
                              f"and Lk, got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
         batch = (query.shape[0], self.num_heads)  # the weights' leading dims (B, H)
-        check_mask_args(attn_mask, is_causal, query.shape[1], key.shape[1], "query", query, (batch,))
+        check_mask_args(attn_mask, is_causal, query.shape[1], key.shape[1], (batch,), query.device)
 
     def forward(self, query: torch.Tensor, key: torch.Tensor | None = None,
                 value: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None, *,

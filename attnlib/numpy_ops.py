@@ -102,7 +102,7 @@ def apply_mask(scores: np.ndarray, attn_mask: np.ndarray | None = None, *, is_ca
     """Scores (..., Lq, Lk) with ``-inf`` where a bool mask is False; float masks are added."""
     _array("scores", scores, 2, "(..., Lq, Lk)")
     lq, lk = scores.shape[-2:]
-    check_mask_args(attn_mask, is_causal, lq, lk, "scores", scores, (scores.shape[:-2],))
+    check_mask_args(attn_mask, is_causal, lq, lk, (scores.shape[:-2],), require=require_array)
     return _apply_mask(scores, attn_mask, is_causal)
 
 

@@ -105,7 +105,7 @@ def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
     """
     require_float_tensor("scores", scores, 2, "(..., Lq, Lk)")
     lq, lk = scores.shape[-2:]
-    check_mask_args(attn_mask, is_causal, lq, lk, "scores", scores, (scores.shape[:-2],))
+    check_mask_args(attn_mask, is_causal, lq, lk, (scores.shape[:-2],), scores.device)
     return _apply_mask(scores, attn_mask, is_causal)
 
 
