@@ -100,51 +100,199 @@ def require_like(name: str, x, ref_name: str, ref) -> None:
         raise ValueError(f"expected {name} on {ref.device} like {ref_name}, got {x.device}")
 
 
-def check_qkv(query, key, value) -> None:
-    """Check the shapes (..., Lq, Dk), (..., Lk, Dk), (..., Lk, Dv) and matching dtypes/devices."""
-    for name, x in (("query", query), ("key", key), ("value", value)):
-        require_float(name, x)
-    require_rank("query", query, 2, "(..., Lq, Dk)")
-    require_rank("key", key, 2, "(..., Lk, Dk)")
-    require_rank("value", value, 2, "(..., Lk, Dv)")
-    if key.shape[-2] == 0 or key.shape[-1] == 0:
-        raise ValueError(f"expected key of shape (..., Lk, Dk) with Lk >= 1 and Dk >= 1, got {tuple(key.shape)}")
+def require_float_tensor(name: str, x, min_rank: int, layout: str, max_rank: int | None = None,
+                         require=require_tensor) -> None:
+    """One input's whole check: a tensor (``require=require_array``: an array) of a float dtype and a rank in range."""
+    require(name, x)
+    require_float(name, x)
+    require_rank(name, x, min_rank, layout, max_rank)
+
+
+def require_features(name: str, x, width: int, like_name: str, like) -> None:
+    """A module's input: a float tensor (B, L, width) with the dtype and device of ``like`` (its weights)."""
+    require_float_tensor(name, x, 3, f"(B, L, {width})", max_rank=3)
+    require_like(name, x, like_name, like)
+    if x.shape[-1] != width:
+        raise ValueError(f"expected {name} of shape (B, L, {width}), got {tuple(x.shape)}")
+
+
+def check_dropout_p(dropout_p) -> None:
+    """Raise TypeError/ValueError unless ``dropout_p`` is a real number in [0, 1]."""
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, Real):
+        raise TypeError(f"expected dropout_p to be a number in [0, 1], got {type(dropout_p).__name__}")
+    if not 0.0 <= dropout_p <= 1.0:  # also refuses NaN
+        raise ValueError(f"expected dropout_p in [0, 1], got {dropout_p}")
+
+
+def require_key_width(query, key) -> None:
+    """Raise ValueError unless key (..., Lk, Dk) has the query's width Dk."""
     if key.shape[-1] != query.shape[-1]:
         raise ValueError(f"expected key of shape (..., Lk, Dk) with Dk={query.shape[-1]} to match "
                          f"query {tuple(query.shape)}, got {tuple(key.shape)}")
-    if value.shape[-2] != key.shape[-2]:
-        raise ValueError(f"expected value of shape (..., Lk, Dv) with Lk={key.shape[-2]} to match "
-                         f"key {tuple(key.shape)}, got {tuple(value.shape)}")
+
+
+def require_value_length(value, lk: int, ref_name: str, ref) -> None:
+    """Raise ValueError unless value (..., Lk, Dv) has the Lk rows that ``ref`` implies."""
+    if value.shape[-2] != lk:
+        raise ValueError(f"expected value of shape (..., Lk, Dv) with Lk={lk} to match "
+                         f"{ref_name} {tuple(ref.shape)}, got {tuple(value.shape)}")
+
+
+def check_scores_args(query, key, require=require_tensor) -> None:
+    """The inputs of ``Q Kᵀ``: float query (..., Lq, Dk) and key (..., Lk, Dk) of one width, dtype and device."""
+    require_float_tensor("query", query, 2, "(..., Lq, Dk)", require=require)
+    require_float_tensor("key", key, 2, "(..., Lk, Dk)", require=require)
+    require_key_width(query, key)
+    require_like("key", key, "query", query)
+    batch_shape(query.shape[:-2], key.shape[:-2])
+
+
+def check_weighted_sum_args(weights, value, require=require_tensor) -> None:
+    """The inputs of ``A V``: float weights (..., Lq, Lk) and value (..., Lk, Dv) of one dtype and device."""
+    require_float_tensor("weights", weights, 2, "(..., Lq, Lk)", require=require)
+    require_float_tensor("value", value, 2, "(..., Lk, Dv)", require=require)
+    require_value_length(value, weights.shape[-1], "weights", weights)
+    require_like("value", value, "weights", weights)
+    batch_shape(weights.shape[:-2], value.shape[:-2])
+
+
+def check_projection_args(x, weight, bias, require=require_tensor, weight_name: str = "weight") -> None:
+    """The inputs of ``x @ weight + bias``: x (..., L, D), weight (D, Dk), bias None or (Dk,), one dtype."""
+    require_float_tensor("x", x, 1, "(..., L, D)", require=require)
+    require_float_tensor(weight_name, weight, 2, "(D, Dk)", max_rank=2, require=require)
+    if weight_name == "weight":  # a plain call: the weight must suit x
+        require_like("weight", weight, "x", x)
+    else:  # a module's call: x must suit the module's weights
+        require_like("x", x, weight_name, weight)
+    if x.shape[-1] != weight.shape[0]:
+        raise ValueError(f"expected {weight_name} of shape (D, Dk) with D={x.shape[-1]} to match x "
+                         f"{tuple(x.shape)}, got {tuple(weight.shape)}")
+    if bias is None:
+        return
+    require_float_tensor("bias", bias, 1, "(Dk,)", max_rank=1, require=require)
+    require_like("bias", bias, "x", x)
+    if tuple(bias.shape) != (weight.shape[1],):
+        raise ValueError(f"expected bias of shape (Dk,) = ({weight.shape[1]},), got {tuple(bias.shape)}")
+
+
+def check_split_heads(x, num_heads: int, require=require_tensor) -> None:
+    """x (B, L, D) with D divisible by ``num_heads``."""
+    require("x", x)
+    require_rank("x", x, 3, "(B, L, D)", max_rank=3)
+    require_positive_int("num_heads", num_heads)
+    if x.shape[-1] % num_heads:
+        raise ValueError(f"expected D divisible by num_heads={num_heads}, got x of shape {tuple(x.shape)}")
+
+
+def check_mask_shape_args(lq: int, lk: int, align: str) -> None:
+    """The arguments of a causal mask: positive lengths Lq, Lk and an alignment."""
+    require_positive_int("Lq", lq)
+    require_positive_int("Lk", lk)
+    if align not in ("upper_left", "lower_right"):
+        raise ValueError(f"expected align 'upper_left' or 'lower_right', got {align!r}")
+
+
+def check_lengths(lengths, length: int) -> None:
+    """``lengths`` (B,) as a 1-D integer tensor or array of values in [0, L] (already converted)."""
+    if lengths.ndim != 1 or not _is_integer(lengths):
+        raise lengths_type_error(f"shape {tuple(lengths.shape)} dtype {lengths.dtype}")
+    if len(lengths) and (lengths.min() < 0 or lengths.max() > length):
+        raise ValueError(f"expected every length in [0, {length}], got {lengths.tolist()}")
+
+
+def lengths_type_error(got: str) -> TypeError:
+    """The error for ``lengths`` that are not a 1-D sequence of ints; ``got`` says what came."""
+    return TypeError(f"expected lengths as a 1-D sequence of ints (B,), got {got}")
+
+
+def _is_integer(x) -> bool:
+    if isinstance(x, torch.Tensor):
+        return not (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool)
+    return np.issubdtype(x.dtype, np.integer)
+
+
+def check_qkv(query, key, value, enable_gqa: bool = False) -> tuple:
+    """Check float query (..., Hq, Lq, Dk), key (..., Hkv, Lk, Dk), value (..., Hkv, Lk, Dv) of one dtype/device.
+
+    Without ``enable_gqa`` the heads are ordinary batch dims (Hq = Hkv after broadcasting); with it Hq must
+    be a multiple of Hkv. Returns the leading dims the three broadcast to, as the query sees them.
+    """
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        require_float(name, x)
+    rank = 3 if enable_gqa else 2
+    require_rank("query", query, rank, "(..., Hq, Lq, Dk)" if enable_gqa else "(..., Lq, Dk)")
+    require_rank("key", key, rank, "(..., Hkv, Lk, Dk)" if enable_gqa else "(..., Lk, Dk)")
+    require_rank("value", value, rank, "(..., Hkv, Lk, Dv)" if enable_gqa else "(..., Lk, Dv)")
+    if key.shape[-2] == 0 or key.shape[-1] == 0:
+        raise ValueError(f"expected key of shape (..., Lk, Dk) with Lk >= 1 and Dk >= 1, got {tuple(key.shape)}")
+    require_key_width(query, key)
+    require_value_length(value, key.shape[-2], "key", key)
     if not (query.dtype == key.dtype == value.dtype):
         raise TypeError(f"expected query, key and value to share one dtype, got "
                         f"{query.dtype}, {key.dtype}, {value.dtype}")
     if isinstance(query, torch.Tensor) and not (query.device == key.device == value.device):
         raise ValueError(f"expected query, key and value on one device, got "
                          f"{query.device}, {key.device}, {value.device}")
-    batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    if not enable_gqa:
+        return batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    groups = gqa_groups(query, key, value)
+    return batch_shape(query.shape[:-2], *(_grouped(t.shape[:-2], groups) for t in (key, value)))
 
 
-def check_attention_args(query, key, value, attn_mask, is_causal, scale) -> None:
-    """Check the arguments of scaled dot-product attention, shared by every attention path.
+def gqa_groups(query, key, value) -> int:
+    """Query heads per key/value head for grouped-query attention: Hq / Hkv, checked."""
+    hq, hkv = query.shape[-3], key.shape[-3]
+    if value.shape[-3] != hkv:
+        raise ValueError(f"expected key and value with the same number of heads Hkv, got "
+                         f"{tuple(key.shape)} and {tuple(value.shape)}")
+    if hkv == 0 or hq % hkv:
+        raise ValueError(f"expected the query's heads Hq={hq} to be a multiple of the key/value heads Hkv, got "
+                         f"query {tuple(query.shape)}, key {tuple(key.shape)}")
+    return hq // hkv
 
-    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv) tensors; ``attn_mask`` None or a bool/float
-    tensor broadcastable to (..., Lq, Lk) on the query's device; ``is_causal`` a bool, not combined
-    with a mask; ``scale`` None or positive.
+
+def _grouped(batch: tuple, groups: int) -> tuple:
+    """Leading dims (..., Hkv) as the query sees them, (..., Hkv * G): each key/value head serves G query heads."""
+    return batch if groups == 1 else (*batch[:-1], batch[-1] * groups)
+
+
+def check_mask_args(attn_mask, is_causal, lq: int, lk: int, batch: tuple = (), device: torch.device | None = None,
+                    require=require_tensor) -> None:
+    """``is_causal`` a bool; ``attn_mask`` None or a bool/float mask broadcastable to (..., Lq, Lk), not both.
+
+    The mask is a tensor on ``device`` (``require=require_array``: an array); its leading dims broadcast with
+    those in ``batch``.
     """
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        require_tensor(name, t)
-    check_qkv(query, key, value)
-    require_positive("scale", scale, allow_none=True)
     require_bool("is_causal", is_causal)
     if attn_mask is None:
         return
-    require_tensor("attn_mask", attn_mask)
-    check_mask(attn_mask, query.shape[-2], key.shape[-2])
-    if attn_mask.device != query.device:
-        raise ValueError(f"expected attn_mask on {query.device} like the query, got {attn_mask.device}")
-    batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2], attn_mask.shape[:-2])
+    require("attn_mask", attn_mask)
+    check_mask(attn_mask, lq, lk)
+    if device is not None and attn_mask.device != device:
+        raise ValueError(f"expected attn_mask on {device} like the inputs, got {attn_mask.device}")
+    batch_shape(*batch, attn_mask.shape[:-2])
     if is_causal:
         raise ValueError("expected either attn_mask or is_causal=True, got both")
+
+
+def check_attention_args(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                         enable_gqa=False, require=require_tensor) -> int:
+    """Check the arguments of scaled dot-product attention, shared by every attention path; returns Hq / Hkv.
+
+    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv) tensors (``require=require_array``: arrays);
+    ``attn_mask`` None or a bool/float mask broadcastable to (..., Lq, Lk) on the query's device;
+    ``is_causal`` a bool, not combined with a mask; ``scale`` None or positive; ``dropout_p`` in [0, 1];
+    ``enable_gqa`` a bool (then key and value may have fewer heads than the query).
+    """
+    require_bool("enable_gqa", enable_gqa)
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        require(name, t)
+    batch = check_qkv(query, key, value, enable_gqa)
+    require_positive("scale", scale, allow_none=True)
+    check_dropout_p(dropout_p)
+    device = query.device if isinstance(query, torch.Tensor) else None
+    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], (batch,), device, require)
+    return query.shape[-3] // key.shape[-3] if enable_gqa else 1
 
 
 def batch_shape(*shapes) -> tuple:

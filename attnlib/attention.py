@@ -8,45 +8,25 @@ path composes attnlib's own steps; ``need_weights=False`` takes the fast path, t
 from __future__ import annotations
 
 import math
-from numbers import Real
 
 import torch
 import torch.nn.functional as F
 
-from attnlib._checks import (
-    batch_shape,
-    check_attention_args,
-    require_bool,
-    require_like,
-    require_rank,
-    require_tensor,
-)
-from attnlib.scores import dot_product_scores
-from attnlib.softmax import apply_mask, softmax
+from attnlib._checks import batch_shape, check_attention_args, check_dropout_p, check_weighted_sum_args
+from attnlib.scores import _dot_product_scores
+from attnlib.softmax import _apply_mask, softmax
 
 _HALF = (torch.float16, torch.bfloat16)
 
 
 def weighted_sum(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     """Each output row is a weighted sum of value rows, ``A V``: (..., Lq, Lk), (..., Lk, Dv) -> (..., Lq, Dv)."""
-    require_tensor("weights", weights)
-    require_tensor("value", value)
-    require_rank("weights", weights, 2, "(..., Lq, Lk)")
-    require_rank("value", value, 2, "(..., Lk, Dv)")
-    if weights.shape[-1] != value.shape[-2]:
-        raise ValueError(f"expected value of shape (..., Lk, Dv) with Lk={weights.shape[-1]} to match "
-                         f"weights {tuple(weights.shape)}, got {tuple(value.shape)}")
-    require_like("value", value, "weights", weights)
-    batch_shape(weights.shape[:-2], value.shape[:-2])
+    check_weighted_sum_args(weights, value)
+    return _weighted_sum(weights, value)
+
+
+def _weighted_sum(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return weights @ value  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
-
-
-def check_dropout_p(dropout_p) -> None:
-    """Raise TypeError/ValueError unless ``dropout_p`` is a real number in [0, 1]."""
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, Real):
-        raise TypeError(f"expected dropout_p to be a number in [0, 1], got {type(dropout_p).__name__}")
-    if not 0.0 <= dropout_p <= 1.0:  # also refuses NaN
-        raise ValueError(f"expected dropout_p in [0, 1], got {dropout_p}")
 
 
 def attention_dropout(weights: torch.Tensor, dropout_p: float) -> torch.Tensor:
@@ -57,15 +37,17 @@ def attention_dropout(weights: torch.Tensor, dropout_p: float) -> torch.Tensor:
     return F.dropout(weights, p=dropout_p, training=True)  # (..., Lq, Lk), same shape
 
 
-def _reference(query, key, value, attn_mask, is_causal, scale, dropout_p=0.0):
+def _reference(query, key, value, attn_mask, dropout_p, is_causal, scale):
+    """The readable path, attnlib's own steps on checked inputs: (output (..., Lq, Dv), weights (..., Lq, Lk))."""
     dtype = query.dtype
     if dtype in _HALF:  # scores of half-precision inputs overflow easily: accumulate in float32
         query, key, value = query.float(), key.float(), value.float()
     # Scale the (Lq, Dk) queries rather than the (Lq, Lk) scores: the same numbers, one L x L pass fewer.
-    scores = dot_product_scores(query * scale, key)  # (..., Lq, Lk)
-    weights = softmax(apply_mask(scores, attn_mask, is_causal), dim=-1)  # (..., Lq, Lk)
+    scores = _dot_product_scores(query * scale, key)  # (..., Lq, Lk)
+    # softmax checks the masked scores, a tensor made here (once); the inputs were checked by the caller
+    weights = softmax(_apply_mask(scores, attn_mask, is_causal), dim=-1)  # (..., Lq, Lk)
     weights = attention_dropout(weights, dropout_p)  # the weights actually used (and returned)
-    return weighted_sum(weights, value).to(dtype), weights.to(dtype)
+    return _weighted_sum(weights, value).to(dtype), weights.to(dtype)
 
 
 def _broadcast_batch(query, key, value, attn_mask):
@@ -77,32 +59,17 @@ def _broadcast_batch(query, key, value, attn_mask):
     return tuple(t.expand(*batch, *t.shape[-2:]) for t in (query, key, value))
 
 
-def _gqa_groups(query, key, value) -> int:
-    """Query heads per key/value head for grouped-query attention: Hq / Hkv, checked."""
-    for name, t, layout in (("query", query, "(..., Hq, Lq, Dk)"), ("key", key, "(..., Hkv, Lk, Dk)"),
-                            ("value", value, "(..., Hkv, Lk, Dv)")):
-        require_tensor(name, t)
-        require_rank(name, t, 3, layout)
-    hq, hkv = query.shape[-3], key.shape[-3]
-    if value.shape[-3] != hkv:
-        raise ValueError(f"expected key and value with the same number of heads Hkv, got "
-                         f"{tuple(key.shape)} and {tuple(value.shape)}")
-    if hkv == 0 or hq % hkv:
-        raise ValueError(f"expected the query's heads Hq={hq} to be a multiple of the key/value heads Hkv, got "
-                         f"query {tuple(query.shape)}, key {tuple(key.shape)}")
-    return hq // hkv
-
-
-def _repeat_kv(query, key, value):
+def _repeat_kv(key, value, groups: int):
     """Grouped-query attention as ordinary attention: key/value head g serves query heads g*G..(g+1)*G - 1."""
-    groups = _gqa_groups(query, key, value)
     # (..., Hkv, Lk, D) -> (..., Hkv * G, Lk, D), each key/value head repeated for its G query heads
     return key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
 
 
-def _fast(query, key, value, attn_mask, is_causal, scale, dropout_p=0.0, enable_gqa=False):
+def _fast(query, key, value, attn_mask, dropout_p, is_causal, scale, groups):
+    """torch's fused kernel on checked inputs; ``groups`` query heads per key/value head. Returns the output."""
+    enable_gqa = groups > 1
     if enable_gqa:  # torch groups the heads itself; expand only the batch dims before them
-        full_key, full_value = _repeat_kv(query, key, value)
+        full_key, full_value = _repeat_kv(key, value, groups)
         query, full_key, _ = _broadcast_batch(query, full_key, full_value, attn_mask)
         batch = query.shape[:-3]
         key, value = (t.expand(*batch, *t.shape[-3:]) for t in (key, value))
@@ -123,11 +90,12 @@ def _fast(query, key, value, attn_mask, is_causal, scale, dropout_p=0.0, enable_
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                                 attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-                                 scale: float | None = None, dropout_p: float = 0.0, enable_gqa: bool = False,
-                                 need_weights: bool = True):
+                                 attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, *, scale: float | None = None, enable_gqa: bool = False,
+                                 need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``softmax(Q Kᵀ · scale + mask) V``; returns ``(output (..., Lq, Dv), weights (..., Lq, Lk))``.
 
+    The arguments are torch's, in torch's order and kinds (``scale`` onwards keyword-only), plus ``need_weights``.
     query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); ``scale=None`` means 1/√Dk.
     ``attn_mask``: bool (True = may attend) or float (added), broadcastable to (..., Lq, Lk).
     ``is_causal=True`` masks keys after each query (top-left aligned). Fully masked queries get
@@ -137,12 +105,15 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     by Hkv); each group of Hq/Hkv query heads shares one key/value head. ``need_weights=False`` returns
     ``(output, None)`` from torch's fused kernel.
     """
-    require_bool("enable_gqa", enable_gqa)
-    full_key, full_value = _repeat_kv(query, key, value) if enable_gqa else (key, value)
-    check_attention_args(query, full_key, full_value, attn_mask, is_causal, scale)
-    check_dropout_p(dropout_p)
+    groups = check_attention_args(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, need_weights)
+
+
+def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, need_weights):
+    """Attention on checked inputs: the fused kernel without weights, else the readable path."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     if not need_weights:
-        return _fast(query, key, value, attn_mask, is_causal, scale, dropout_p, enable_gqa), None
-    return _reference(query, full_key, full_value, attn_mask, is_causal, scale, dropout_p)
-
+        return _fast(query, key, value, attn_mask, dropout_p, is_causal, scale, groups), None
+    if groups > 1:
+        key, value = _repeat_kv(key, value, groups)
+    return _reference(query, key, value, attn_mask, dropout_p, is_causal, scale)

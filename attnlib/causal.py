@@ -95,7 +95,7 @@ class KVCache:
             raise ValueError(f"expected at most max_length={self.max_length} positions in the cache, got "
                              f"{self.lengths[layer]} stored + {key.shape[2]} new = {end}")
 
-    def append(self, layer: int, key: torch.Tensor, value: torch.Tensor):
+    def append(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store key, value (B, Hkv, Lnew, Dk) after the past; return all keys, values (B, Hkv, L, Dk) so far."""
         self._check(layer, key, value)
         start, end = self.lengths[layer], self.lengths[layer] + key.shape[2]
@@ -106,7 +106,8 @@ class KVCache:
 
 
 def cached_attention(cache: KVCache, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     window: int | None = None, need_weights: bool = False):
+                     *, window: int | None = None,
+                     need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attention of the new positions over the cached past and themselves; returns (output, weights).
 
     query (B, Hq, Lnew, Dk), key and value (B, Hkv, Lnew, Dk): the new positions' projections. They are
@@ -220,7 +221,7 @@ class PagedKVCache:
                              f"for sequence {seq!r} at {end} positions")
         return table + [self.free_blocks.pop() for _ in range(needed)]
 
-    def append(self, seq, key: torch.Tensor, value: torch.Tensor):
+    def append(self, seq, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store key (Hkv, Lnew, Dk), value (Hkv, Lnew, Dv) after ``seq``'s past; return all its keys, values so far.
 
         A new ``seq`` (any hashable id) starts empty. Returns (Hkv, L, Dk) and (Hkv, L, Dv), gathered in order.
@@ -237,7 +238,7 @@ class PagedKVCache:
         self.lengths[seq] = end
         return self.gather(seq)
 
-    def gather(self, seq):
+    def gather(self, seq) -> tuple[torch.Tensor, torch.Tensor]:
         """``seq``'s keys (Hkv, L, Dk) and values (Hkv, L, Dv), copied out of its blocks in order."""
         if seq not in self.lengths:
             raise KeyError(f"expected a sequence stored in the cache {sorted(self.lengths, key=repr)}, got {seq!r}")
@@ -255,7 +256,7 @@ class PagedKVCache:
 
 
 def paged_attention(cache: PagedKVCache, seq, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    need_weights: bool = False):
+                    *, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``cached_attention`` for one sequence of a ``PagedKVCache``; returns (output, weights).
 
     query (Hq, Lnew, Dk), key (Hkv, Lnew, Dk), value (Hkv, Lnew, Dv): the new positions of sequence ``seq``,

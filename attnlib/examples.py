@@ -24,8 +24,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from attnlib._checks import require_positive_int
+from attnlib.positions import sinusoidal_positions
 
 CAT_SENTENCE = "The cat sat on the mat"
 MARK_SENTENCE = "Mark told Sam that he was leaving."
@@ -156,16 +158,6 @@ def running_example(positions: bool = False, sentence: str = CAT_SENTENCE) -> De
 
 # --- the seeded-random example ----------------------------------------------------------------
 
-def positional_encoding(length: int, d_model: int) -> np.ndarray:
-    """Sinusoidal position codes (L, D) as NumPy (Vaswani et al. 2017); see attnlib.positions."""
-    require_positive_int("length", length)
-    require_positive_int("d_model", d_model)
-    positions = np.arange(length)[:, None]  # (L, 1)
-    rates = 1.0 / 10_000 ** (2 * (np.arange(d_model) // 2) / d_model)  # (D,)
-    angles = positions * rates  # (L, D)
-    return np.where(np.arange(d_model) % 2 == 0, np.sin(angles), np.cos(angles))
-
-
 def word_vectors(words: list[str], d_model: int, seed: int = 0) -> dict[str, np.ndarray]:
     """One seeded standard-normal vector (D,) per distinct lower-cased word, in first-seen order."""
     require_positive_int("d_model", d_model)
@@ -178,14 +170,19 @@ def cat_sat_example(d_model: int = 8, d_k: int = 4, d_v: int = 4, seed: int = 0,
                     sentence: str = CAT_SENTENCE) -> Example:
     """The seeded-random example as float64 NumPy arrays: X (L, D) and W_Q, W_K (D, Dk), W_V (D, Dv).
 
-    Random word vectors plus sinusoidal positions; weights seeded normal with standard deviation
+    Random word vectors plus ``sinusoidal_positions``; weights seeded normal with standard deviation
     1/√D. Use it where randomness is the point; ``running_example()`` is the designed one.
     """
     for name, value in (("d_k", d_k), ("d_v", d_v)):
         require_positive_int(name, value)
     tokens = sentence.split()
     vectors = word_vectors(tokens, d_model, seed)
-    x = np.stack([vectors[t.lower()] for t in tokens]) + positional_encoding(len(tokens), d_model)
+    x = np.stack([vectors[t.lower()] for t in tokens]) + _sinusoidal(len(tokens), d_model)
     rng = np.random.default_rng(seed + 1)
     w_q, w_k, w_v = (rng.standard_normal((d_model, n)) / np.sqrt(d_model) for n in (d_k, d_k, d_v))
     return Example(tokens, x, w_q, w_k, w_v)
+
+
+def _sinusoidal(length: int, d_model: int) -> np.ndarray:
+    """``attnlib.positions.sinusoidal_positions`` (L, D) as a float64 NumPy array."""
+    return sinusoidal_positions(length, d_model, dtype=torch.float64).numpy()

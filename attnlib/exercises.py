@@ -25,7 +25,7 @@ import builtins
 import importlib
 import inspect
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 OPERATORS = {"@": ast.MatMult, "*": ast.Mult, "+": ast.Add, "-": ast.Sub, "/": ast.Div, "**": ast.Pow}
@@ -218,7 +218,7 @@ class Credit:
         self.parts: list[tuple[str, float, str | None]] = []  # (name, points, failure or None)
 
     @contextmanager
-    def part(self, name: str, points: float):
+    def part(self, name: str, points: float) -> Iterator[None]:
         """Run one part's asserts; any exception fails only this part, with its message recorded."""
         try:
             yield

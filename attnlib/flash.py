@@ -21,15 +21,18 @@ import torch
 from attnlib._checks import (
     batch_shape,
     check_attention_args,
-    require_float,
+    check_mask_args,
+    check_scores_args,
+    require_float_tensor,
+    require_positive,
     require_positive_int,
-    require_rank,
-    require_tensor,
 )
 
 DEFAULT_BLOCK_SIZE = 128
 SKIPPED, MASKED, FULL = 0, 1, 2  # what happens to a tile: skipped, computed with its mask, computed whole
 _HALF = (torch.float16, torch.bfloat16)
+#: The online softmax's running state: row maximum (..., rows), row sum (..., rows), weighted values (..., rows, Dv).
+State = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def _bounds(length: int, block_size: int) -> list[tuple[int, int]]:
@@ -59,7 +62,7 @@ def tile_grid(lq: int, lk: int, block_size: int = DEFAULT_BLOCK_SIZE, is_causal:
     return torch.tensor(kinds, dtype=torch.int64)
 
 
-def initial_state(batch: tuple, rows: int, dv: int, like: torch.Tensor):
+def initial_state(batch: tuple, rows: int, dv: int, like: torch.Tensor) -> State:
     """The online softmax before any key: max ``-inf`` (..., rows), sum 0 (..., rows), values 0 (..., rows, Dv)."""
     row_max = torch.full((*batch, rows), float("-inf"), dtype=like.dtype, device=like.device)
     row_sum = torch.zeros((*batch, rows), dtype=like.dtype, device=like.device)
@@ -67,7 +70,7 @@ def initial_state(batch: tuple, rows: int, dv: int, like: torch.Tensor):
     return row_max, row_sum, acc
 
 
-def tile_step(state, scores: torch.Tensor, value_tile: torch.Tensor):
+def tile_step(state: State, scores: torch.Tensor, value_tile: torch.Tensor) -> State:
     """Fold one tile of scores (..., Bq, Bk) and its values (..., Bk, Dv) into the running state.
 
     ``state`` is ``(row_max (..., Bq), row_sum (..., Bq), acc (..., Bq, Dv))``; returns the new state.
@@ -83,7 +86,7 @@ def tile_step(state, scores: torch.Tensor, value_tile: torch.Tensor):
     return new_max, row_sum, acc
 
 
-def finish(state):
+def finish(state: State) -> tuple[torch.Tensor, torch.Tensor]:
     """Output (..., Bq, Dv) = acc / sum and log-sum-exp (..., Bq) = max + log(sum); zero / -inf for masked rows."""
     row_max, row_sum, acc = state
     seen = row_sum > 0
@@ -137,25 +140,19 @@ def _query_block(q_blk, key, value, mask, q0: int, q1: int, is_causal: bool, blo
     return finish(state)
 
 
-def _check_inputs(query, key, value, attn_mask, is_causal, scale, block_size) -> None:
-    check_attention_args(query, key, value, attn_mask, is_causal, scale)
-    require_positive_int("block_size", block_size)
-
-
 def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    is_causal: bool = False, scale: float | None = None,
-                    block_size: int = DEFAULT_BLOCK_SIZE, *, attn_mask: torch.Tensor | None = None):
+                    attn_mask: torch.Tensor | None = None, *, is_causal: bool = False, scale: float | None = None,
+                    block_size: int = DEFAULT_BLOCK_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact ``softmax(Q Kᵀ · scale + mask) V`` tile by tile; returns ``(output (..., Lq, Dv), lse (..., Lq))``.
 
-    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); masks and ``scale`` as in
-    ``attnlib.scaled_dot_product_attention``. Tiles are ``block_size`` queries by ``block_size`` keys.
-    ``attn_mask`` is keyword-only so that positional calls keep the order
-    ``(query, key, value, is_causal, scale, block_size)``.
+    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); ``attn_mask``, ``is_causal`` and ``scale``
+    as in ``attnlib.scaled_dot_product_attention``. Tiles are ``block_size`` queries by ``block_size`` keys.
     ``lse`` is each query's log-sum-exp of its scaled, masked scores (``-inf`` for a fully masked
     query, whose output is zero). Output keeps the input dtype; half-precision inputs are computed
     in float32 and their ``lse`` is float32.
     """
-    _check_inputs(query, key, value, attn_mask, is_causal, scale, block_size)
+    check_attention_args(query, key, value, attn_mask, is_causal=is_causal, scale=scale)
+    require_positive_int("block_size", block_size)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     dtype = query.dtype
     work = torch.float32 if dtype in _HALF else dtype
@@ -184,16 +181,14 @@ def _row_indices(rows, lq: int, device) -> torch.Tensor:
 
 
 def _check_lse(lse, query) -> None:
-    require_tensor("lse", lse)
-    require_float("lse", lse)
-    require_rank("lse", lse, 1, "(..., Lq)")
+    require_float_tensor("lse", lse, 1, "(..., Lq)")
     if lse.shape[-1] != query.shape[-2] or lse.device != query.device:
         raise ValueError(f"expected lse of shape (..., Lq) with Lq={query.shape[-2]} on {query.device}, "
                          f"got {tuple(lse.shape)} on {lse.device}")
 
 
-def weights_from_lse(query: torch.Tensor, key: torch.Tensor, lse: torch.Tensor, rows=None,
-                     attn_mask: torch.Tensor | None = None, is_causal: bool = False,
+def weights_from_lse(query: torch.Tensor, key: torch.Tensor, lse: torch.Tensor,
+                     attn_mask: torch.Tensor | None = None, *, rows=None, is_causal: bool = False,
                      scale: float | None = None) -> torch.Tensor:
     """Attention weights (..., R, Lk) of the chosen query ``rows``, recomputed as ``exp(s - lse)``.
 
@@ -201,7 +196,10 @@ def weights_from_lse(query: torch.Tensor, key: torch.Tensor, lse: torch.Tensor, 
     mask, ``is_causal`` and ``scale``. ``rows``: None (all Lq), an int, a slice or a list of ints.
     Costs O(R·Lk) memory: draw a few rows of a long sequence without its (Lq, Lk) matrix.
     """
-    check_attention_args(query, key, key, attn_mask, is_causal, scale)
+    check_scores_args(query, key)
+    batch = batch_shape(query.shape[:-2], key.shape[:-2])
+    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], (batch,), query.device)
+    require_positive("scale", scale, allow_none=True)
     _check_lse(lse, query)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     idx = _row_indices(rows, query.shape[-2], query.device)  # (R,)

@@ -42,7 +42,7 @@ class AttentionOnlyTransformer(nn.Module):
                        device=first.q_proj.weight.device)
 
     def forward(self, tokens: torch.Tensor, cache: KVCache | None = None, need_weights: bool = False,
-                window: int | None = None):
+                window: int | None = None) -> tuple[torch.Tensor, list[torch.Tensor | None] | None]:
         """tokens (B, L) -> (logits (B, L, vocab), per-layer weights (B, H, L, Lk) or None).
 
         Without ``cache`` every position attends causally to the ones before it. With a cache, ``tokens``
@@ -123,7 +123,7 @@ def repeat_loss(logits: torch.Tensor, tokens: torch.Tensor, half: int) -> torch.
 
 
 def train_induction(model: AttentionOnlyTransformer, steps: int, halves=range(4, 17), batch_size: int = 32,
-                    lr: float = 3e-3, seed: int = 0, probe_every: int = 25, probe_half: int = 16):
+                    lr: float = 3e-3, seed: int = 0, probe_every: int = 25, probe_half: int = 16) -> dict[str, list]:
     """Train ``model`` to predict the next token (every position counts) of ``repeated_tokens`` sequences.
 
     Each step draws its ``half`` from ``halves``: the distance to the earlier copy changes from batch to

@@ -19,7 +19,7 @@ The ablations take a ``transformers`` BERT or an ``AttentionOnlyTransformer``; t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
@@ -179,7 +179,7 @@ def _hooked(model, per_layer):
 
 
 @contextlib.contextmanager
-def ablate_heads(model, heads: Iterable[tuple[int, int]], rows: Sequence[int] | None = None):
+def ablate_heads(model, heads: Iterable[tuple[int, int]], rows: Sequence[int] | None = None) -> Iterator:
     """Inside this block, the given (layer, head) pairs output zero (zero-ablation).
 
     ``model``: a ``transformers`` BERT or an attnlib ``AttentionOnlyTransformer``. The head's slice of
@@ -226,7 +226,7 @@ def head_means(model, reference: torch.Tensor, per_position: bool = True) -> tor
 
 @contextlib.contextmanager
 def mean_ablate_heads(model, heads: Iterable[tuple[int, int]], reference: torch.Tensor,
-                      per_position: bool = True, rows: Sequence[int] | None = None):
+                      per_position: bool = True, rows: Sequence[int] | None = None) -> Iterator:
     """Inside this block, the given heads output their mean over ``reference`` token ids (B, L).
 
     Zero-ablation moves the residual stream somewhere it never is; mean-ablation removes only what the head

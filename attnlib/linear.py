@@ -44,7 +44,7 @@ def _check(query, key, value, is_causal: bool, eps: float, feature_map) -> None:
                          f"and key {tuple(key.shape)}")
 
 
-def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is_causal: bool = False,
+def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool = False,
                      feature_map: Callable = elu_feature_map, eps: float = 1e-6) -> torch.Tensor:
     """Parallel linear attention: query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv) -> (..., Lq, Dv).
 
@@ -63,7 +63,7 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     return numerator / ((phi_q * z).sum(dim=-1, keepdim=True) + eps)
 
 
-def linear_attention_recurrent(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+def linear_attention_recurrent(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
                                feature_map: Callable = elu_feature_map, eps: float = 1e-6) -> torch.Tensor:
     """Causal linear attention as a recurrent network: query, key (..., L, Dk), value (..., L, Dv) -> (..., L, Dv).
 
@@ -84,7 +84,7 @@ def linear_attention_recurrent(query: torch.Tensor, key: torch.Tensor, value: to
     return torch.stack(outputs, dim=-2)
 
 
-def linear_attention_weights(query: torch.Tensor, key: torch.Tensor, is_causal: bool = False,
+def linear_attention_weights(query: torch.Tensor, key: torch.Tensor, *, is_causal: bool = False,
                              feature_map: Callable = elu_feature_map, eps: float = 1e-6) -> torch.Tensor:
     """The weights (..., Lq, Lk) linear attention applies: φ(q_i)·φ(k_j) / (Σ_j' φ(q_i)·φ(k_j') + eps).
 

@@ -10,18 +10,25 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlib._checks import require_float, require_like, require_positive_int, require_rank, require_tensor
-from attnlib.attention import scaled_dot_product_attention
+from attnlib._checks import (
+    check_mask_args,
+    check_split_heads,
+    require_features,
+    require_positive_int,
+    require_rank,
+    require_tensor,
+)
+from attnlib.attention import _attention
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """(B, L, D) -> (B, H, L, D/H): each head gets its own slice of the features."""
-    require_tensor("x", x)
-    require_rank("x", x, 3, "(B, L, D)", max_rank=3)
-    require_positive_int("num_heads", num_heads)
+    check_split_heads(x, num_heads)
+    return _split_heads(x, num_heads)
+
+
+def _split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     b, length, d = x.shape
-    if d % num_heads:
-        raise ValueError(f"expected D divisible by num_heads={num_heads}, got x of shape {tuple(x.shape)}")
     return x.reshape(b, length, num_heads, d // num_heads).transpose(1, 2)  # (B, L, H, Dk) -> (B, H, L, Dk)
 
 
@@ -29,6 +36,10 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, L, Dk) -> (B, L, H*Dk): concatenate the heads' outputs feature-wise."""
     require_tensor("x", x)
     require_rank("x", x, 4, "(B, H, L, Dk)", max_rank=4)
+    return _merge_heads(x)
+
+
+def _merge_heads(x: torch.Tensor) -> torch.Tensor:
     b, h, length, dk = x.shape
     return x.transpose(1, 2).reshape(b, length, h * dk)  # (B, H, L, Dk) -> (B, L, H, Dk) -> (B, L, D)
 
@@ -44,7 +55,7 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True,
-                 kdim: int | None = None, vdim: int | None = None, num_kv_heads: int | None = None):
+                 kdim: int | None = None, vdim: int | None = None, num_kv_heads: int | None = None) -> None:
         super().__init__()
         require_positive_int("embed_dim", embed_dim)
         require_positive_int("num_heads", num_heads)
@@ -69,22 +80,19 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(self.vdim, kv_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
 
-    def _check(self, query, key, value) -> None:
+    def _check(self, query, key, value, attn_mask, is_causal) -> None:
         widths = (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim))
         for name, t, width in widths:
-            require_tensor(name, t)
-            require_float(name, t)
-            require_like(name, t, "the module's weights", self.out_proj.weight)
-            require_rank(name, t, 3, f"(B, L, {width})", max_rank=3)
-            if t.shape[-1] != width:
-                raise ValueError(f"expected {name} of shape (B, L, {width}), got {tuple(t.shape)}")
+            require_features(name, t, width, "the module's weights", self.out_proj.weight)
         if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
             raise ValueError(f"expected query (B, Lq, ...), key and value (B, Lk, ...) with matching B "
                              f"and Lk, got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+        batch = (query.shape[0], self.num_heads)  # the weights' leading dims (B, H)
+        check_mask_args(attn_mask, is_causal, query.shape[1], key.shape[1], (batch,), query.device)
 
     def forward(self, query: torch.Tensor, key: torch.Tensor | None = None,
-                value: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
-                is_causal: bool = False, need_weights: bool = True):
+                value: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None, *,
+                is_causal: bool = False, need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """query (B, Lq, D), key (B, Lk, kdim), value (B, Lk, vdim); key/value default to query.
 
         Returns ``(output (B, Lq, D), weights (B, H, Lq, Lk))`` (weights None if not ``need_weights``).
@@ -92,14 +100,13 @@ class MultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         value = key if value is None else value
-        self._check(query, key, value)
-        q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, Lq, Dk)
-        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, Lk, Dk)
-        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, Lk, Dk)
-        heads, weights = scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                                      need_weights=need_weights,
-                                                      enable_gqa=self.num_kv_heads != self.num_heads)
-        return self.out_proj(merge_heads(heads)), weights
+        self._check(query, key, value, attn_mask, is_causal)
+        q = _split_heads(self.q_proj(query), self.num_heads)  # (B, H, Lq, Dk)
+        k = _split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, Lk, Dk)
+        v = _split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, Lk, Dk)
+        groups = self.num_heads // self.num_kv_heads
+        heads, weights = _attention(q, k, v, attn_mask, 0.0, is_causal, None, groups, need_weights)
+        return self.out_proj(_merge_heads(heads)), weights
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -26,6 +26,7 @@ import torch
 from attnlib._checks import (
     require_bool,
     require_float,
+    require_key_width,
     require_positive,
     require_positive_int,
     require_rank,
@@ -235,9 +236,7 @@ def qk_norm(query: torch.Tensor, key: torch.Tensor, kind: str = "rms", query_gai
         require_tensor(name, x)
         require_float(name, x)
         require_rank(name, x, 2, layout)
-    if key.shape[-1] != query.shape[-1]:
-        raise ValueError(f"expected key of shape (..., Lk, Dk) with Dk={query.shape[-1]} to match query "
-                         f"{tuple(query.shape)}, got {tuple(key.shape)}")
+    require_key_width(query, key)
     _check_gain("query_gain", query_gain, query)
     _check_gain("key_gain", key_gain, key)
     require_positive("eps", eps)

@@ -9,49 +9,34 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlib._checks import batch_shape, require_float, require_like, require_positive_int, require_rank, require_tensor
+from attnlib._checks import check_projection_args, check_scores_args, require_positive_int
 
 
 def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ weight + bias``: (..., L, D) @ (D, Dk) -> (..., L, Dk); bias is (Dk,)."""
-    for name, t in (("x", x), ("weight", weight)):
-        require_tensor(name, t)
-        require_float(name, t)
-    require_rank("x", x, 1, "(..., L, D)")
-    require_rank("weight", weight, 2, "(D, Dk)", max_rank=2)
-    require_like("weight", weight, "x", x)
-    if x.shape[-1] != weight.shape[0]:
-        raise ValueError(f"expected weight of shape (D, Dk) with D={x.shape[-1]} to match x "
-                         f"{tuple(x.shape)}, got {tuple(weight.shape)}")
+    check_projection_args(x, weight, bias)
+    return _project(x, weight, bias)
+
+
+def _project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     out = x @ weight  # (..., L, D) @ (D, Dk) -> (..., L, Dk)
-    if bias is not None:
-        require_tensor("bias", bias)
-        require_like("bias", bias, "x", x)
-        if tuple(bias.shape) != (weight.shape[1],):
-            raise ValueError(f"expected bias of shape (Dk,) = ({weight.shape[1]},), got {tuple(bias.shape)}")
-        out = out + bias
-    return out
+    return out if bias is None else out + bias
 
 
 def dot_product_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """All query-key dot products at once, ``Q Kᵀ``: (..., Lq, Dk), (..., Lk, Dk) -> (..., Lq, Lk)."""
-    for name, t in (("query", query), ("key", key)):
-        require_tensor(name, t)
-        require_float(name, t)
-    require_rank("query", query, 2, "(..., Lq, Dk)")
-    require_rank("key", key, 2, "(..., Lk, Dk)")
-    if key.shape[-1] != query.shape[-1]:
-        raise ValueError(f"expected key of shape (..., Lk, Dk) with Dk={query.shape[-1]} to match "
-                         f"query {tuple(query.shape)}, got {tuple(key.shape)}")
-    require_like("key", key, "query", query)
-    batch_shape(query.shape[:-2], key.shape[:-2])
+    check_scores_args(query, key)
+    return _dot_product_scores(query, key)
+
+
+def _dot_product_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return query @ key.transpose(-2, -1)  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
 
 
 class QKVProjection(nn.Module):
     """Three learned maps from embeddings (..., L, D) to Q (..., L, Dk), K (..., L, Dk), V (..., L, Dv)."""
 
-    def __init__(self, d_model: int, d_k: int, d_v: int | None = None, bias: bool = False):
+    def __init__(self, d_model: int, d_k: int, d_v: int | None = None, bias: bool = False) -> None:
         super().__init__()
         d_v = d_k if d_v is None else d_v
         for name, value in (("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
@@ -72,7 +57,7 @@ class QKVProjection(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(..., L, D) -> Q (..., L, Dk), K (..., L, Dk), V (..., L, Dv)."""
-        require_tensor("x", x)
-        require_like("x", x, "the module's weights", self.w_q)
-        return (project(x, self.w_q, self.b_q), project(x, self.w_k, self.b_k),
-                project(x, self.w_v, self.b_v))
+        # W_K and W_V share W_Q's D, dtype and device: checking x against W_Q checks it against all three
+        check_projection_args(x, self.w_q, self.b_q, weight_name="the module's weights")
+        return (_project(x, self.w_q, self.b_q), _project(x, self.w_k, self.b_k),
+                _project(x, self.w_v, self.b_v))

@@ -9,14 +9,15 @@ from __future__ import annotations
 import torch
 
 from attnlib._checks import (
-    batch_shape,
     check_dim,
-    check_mask,
-    require_bool,
+    check_lengths,
+    check_mask_args,
+    check_mask_shape_args,
+    lengths_type_error,
     require_float,
+    require_float_tensor,
     require_positive,
     require_positive_int,
-    require_rank,
     require_tensor,
 )
 
@@ -74,12 +75,9 @@ def causal_mask(lq: int, lk: int | None = None, device=None, align: str = "upper
     decoding with a KV cache): it may attend keys 0..Lk - Lq + i. The two agree when Lq == Lk.
     """
     lk = lq if lk is None else lk
-    require_positive_int("Lq", lq)
-    require_positive_int("Lk", lk)
+    check_mask_shape_args(lq, lk, align)
     if device is not None and not isinstance(device, (str, torch.device)):
         raise TypeError(f"expected device to be None, a str or a torch.device, got {type(device).__name__}")
-    if align not in ("upper_left", "lower_right"):
-        raise ValueError(f"expected align 'upper_left' or 'lower_right', got {align!r}")
     offset = lk - lq if align == "lower_right" else 0
     return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal=offset)
 
@@ -93,38 +91,29 @@ def padding_mask(lengths, length: int) -> torch.Tensor:
     try:
         lengths = torch.as_tensor(lengths)
     except (RuntimeError, TypeError, ValueError):
-        raise TypeError(f"expected lengths as a 1-D sequence of ints (B,), got {type(lengths).__name__}") from None
-    if lengths.ndim != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
-        raise TypeError(f"expected lengths as a 1-D sequence of ints (B,), got shape "
-                        f"{tuple(lengths.shape)} dtype {lengths.dtype}")
-    if len(lengths) and (lengths.min() < 0 or lengths.max() > length):
-        raise ValueError(f"expected every length in [0, {length}], got {lengths.tolist()}")
+        raise lengths_type_error(type(lengths).__name__) from None
+    check_lengths(lengths, length)
     positions = torch.arange(length, device=lengths.device)
     return (positions[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, L)
 
 
-def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None = None,
+def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
                is_causal: bool = False) -> torch.Tensor:
     """Scores (..., Lq, Lk) with a mask applied: ``-inf`` where a bool mask is False, float masks added.
 
     ``is_causal=True`` applies ``causal_mask(Lq, Lk)``; it cannot be combined with ``attn_mask``.
     """
-    require_tensor("scores", scores)
-    require_float("scores", scores)
-    require_rank("scores", scores, 2, "(..., Lq, Lk)")
-    require_bool("is_causal", is_causal)
+    require_float_tensor("scores", scores, 2, "(..., Lq, Lk)")
     lq, lk = scores.shape[-2:]
-    if is_causal and attn_mask is not None:
-        raise ValueError("expected either attn_mask or is_causal=True, got both")
+    check_mask_args(attn_mask, is_causal, lq, lk, (scores.shape[:-2],), scores.device)
+    return _apply_mask(scores, attn_mask, is_causal)
+
+
+def _apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
     if is_causal:
-        attn_mask = causal_mask(lq, lk, device=scores.device)
+        attn_mask = causal_mask(*scores.shape[-2:], device=scores.device)
     if attn_mask is None:
         return scores
-    require_tensor("attn_mask", attn_mask)
-    check_mask(attn_mask, lq, lk)
-    if attn_mask.device != scores.device:
-        raise ValueError(f"expected attn_mask on {scores.device} like the scores, got {attn_mask.device}")
-    batch_shape(scores.shape, attn_mask.shape)
     if attn_mask.dtype == torch.bool:
         return scores.masked_fill(~attn_mask, float("-inf"))
     return scores + attn_mask.to(scores.dtype)

@@ -131,13 +131,14 @@ def test_dtype_kept_and_half_computed_in_float32(dtype):
     assert weights_from_lse(query, key, lse, is_causal=True).dtype == dtype
 
 
-def test_positional_order_is_query_key_value_is_causal_scale_block_size():
+def test_positional_order_is_query_key_value_attn_mask_and_the_rest_keyword_only():
     query, key, value = _qkv(9, 9)
-    positional, _ = flash_attention(query, key, value, True, 0.25, 4)
-    expected = F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=0.25)
+    mask = torch.rand(9, 9, generator=torch.Generator().manual_seed(3)) < 0.7
+    positional, _ = flash_attention(query, key, value, mask, scale=0.25, block_size=4)
+    expected = F.scaled_dot_product_attention(query, key, value, mask, scale=0.25)
     torch.testing.assert_close(positional, expected, **tol(query.dtype))
     with pytest.raises(TypeError):
-        flash_attention(query, key, value, True, 0.25, 4, None)  # attn_mask is keyword-only
+        flash_attention(query, key, value, None, True)  # is_causal is keyword-only
 
 
 @CUDA

@@ -3,7 +3,6 @@ transformers' Llama) and ALiBi (against Press et al.'s published slopes and tran
 
 import math
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,7 +14,6 @@ from transformers.models.bloom.modeling_bloom import _get_alibi_slopes, build_al
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 from attnlib import causal_mask
-from attnlib.examples import positional_encoding
 from attnlib.positions import (
     LearnedPositions,
     alibi_bias,
@@ -36,12 +34,6 @@ def test_sinusoidal_follows_the_formula():
             rate = 10_000 ** (-2 * i / 6)
             assert p[pos, 2 * i].item() == pytest.approx(math.sin(pos * rate), abs=1e-12)
             assert p[pos, 2 * i + 1].item() == pytest.approx(math.cos(pos * rate), abs=1e-12)
-
-
-@pytest.mark.parametrize("length, d_model", [(1, 1), (7, 5), (50, 16)])
-def test_sinusoidal_equals_numpy_twin(length, d_model):
-    np.testing.assert_allclose(sinusoidal_positions(length, d_model, dtype=torch.float64).numpy(),
-                               positional_encoding(length, d_model), atol=1e-12)
 
 
 def test_a_shift_is_a_linear_map():
