@@ -2,25 +2,39 @@
 
 ANSWERS = {
     "ex1": {
-        "wrong": '''def padded_attention(query, key, value, lengths):
-    """Masks the padded queries instead of the padded keys."""
+        "wrong": {
+            "one padding-style mask for every query": '''def packed_attention(query, key, value, segments):
+    """One (B, 1, L) mask for all queries, as for padding: the keys of the sequence the row starts with."""
+    segments = np.asarray(segments)
+    keep = (segments == segments[:, :1])[:, None, :]
     scores = query @ key.transpose(0, 2, 1) / np.sqrt(query.shape[-1])
-    real = np.arange(query.shape[1])[None, :, None] < np.asarray(lengths)[:, None, None]
-    weights = nops.softmax(np.where(real, scores, -np.inf))
+    weights = nops.softmax(np.where(keep, scores, -np.inf))
     return weights @ value, weights
 ''',
-        "shortcut": '''def padded_attention(query, key, value, lengths):
-    """Calls the library's attention, which the exercise forbids."""
-    real = np.arange(key.shape[1])[None, None, :] < np.asarray(lengths)[:, None, None]
-    return nops.scaled_dot_product_attention(query, key, value, attn_mask=real)
+            "forgets the 1/sqrt(dk) scale": '''def packed_attention(query, key, value, segments):
+    """The right mask, but unscaled scores."""
+    segments = np.asarray(segments)
+    same = segments[:, :, None] == segments[:, None, :]
+    weights = nops.softmax(np.where(same, query @ key.transpose(0, 2, 1), -np.inf))
+    return weights @ value, weights
 ''',
-        "alternative": '''def padded_attention(query, key, value, lengths):
-    """One sequence at a time, slicing away the padded keys before the softmax."""
-    batch, lq, _ = query.shape
-    weights = np.zeros((batch, lq, key.shape[1]))
-    for b, n in enumerate(lengths):
-        scores = np.einsum("qd,kd->qk", query[b], key[b, :n]) / np.sqrt(query.shape[-1])
-        weights[b, :, :n] = nops.softmax(scores)
+        },
+        "shortcut": '''def packed_attention(query, key, value, segments):
+    """Calls the library's attention, which the exercise forbids."""
+    segments = np.asarray(segments)
+    same = segments[:, :, None] == segments[:, None, :]
+    return nops.scaled_dot_product_attention(query, key, value, attn_mask=same)
+''',
+        "alternative": '''def packed_attention(query, key, value, segments):
+    """One sequence at a time: gather its positions, attend among them, put the weights back in place."""
+    segments = np.asarray(segments)
+    batch, length, _ = query.shape
+    weights = np.zeros((batch, length, length))
+    for b in range(batch):
+        for s in np.unique(segments[b]):
+            idx = np.flatnonzero(segments[b] == s)
+            scores = np.einsum("qd,kd->qk", query[b, idx], key[b, idx]) / np.sqrt(query.shape[-1])
+            weights[b][np.ix_(idx, idx)] = nops.softmax(scores)
     return np.einsum("bqk,bkv->bqv", weights, value), weights
 ''',
     },
