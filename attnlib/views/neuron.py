@@ -81,7 +81,7 @@ def neuron_data(queries, keys, tokens, decimals: int | None = 3) -> dict:
     tokens = views_html.check_tokens(tokens, q.shape[-2])
     attn = softmax(scale_scores(dot_product_scores(q, k), q.shape[-1]), dim=-1)  # (N, H, L, L)
 
-    def rounded(t):
+    def rounded(t: torch.Tensor) -> torch.Tensor:
         return t if decimals is None else torch.round(t, decimals=decimals)
 
     return {"queries": rounded(q), "keys": rounded(k), "attn": rounded(attn), "tokens": tokens}
