@@ -32,7 +32,6 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.benchmark import Timer
-from tqdm import tqdm
 
 from attnlib._checks import require_positive, require_positive_int
 from attnlib.attention import scaled_dot_product_attention
@@ -43,7 +42,7 @@ BASELINE = "torch SDPA"
 COLUMNS = ("device", "dtype", "L", "path", "time ms", "time ×SDPA", "peak MiB", "peak ×SDPA")
 
 
-def plain_attention(query, key, value, is_causal: bool = False):
+def plain_attention(query, key, value, is_causal: bool = False) -> torch.Tensor:
     """Plain torch ``softmax(Q Kᵀ / √Dk) V`` for (..., L, Dk), (..., L, Dk), (..., L, Dv) -> (..., L, Dv)."""
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., Lq, Lk)
     if is_causal:
@@ -80,7 +79,8 @@ class Config:
     seed: int = 0
 
 
-def make_inputs(batch: int, heads: int, length: int, dim: int, dtype=torch.float32, device="cpu", seed: int = 0):
+def make_inputs(batch: int, heads: int, length: int, dim: int, dtype=torch.float32, device="cpu",
+                seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Seeded standard-normal query, key, value, each (B, H, L, D), on ``device`` in ``dtype``."""
     for name, n in (("batch", batch), ("heads", heads), ("length", length), ("dim", dim)):
         require_positive_int(name, n)
@@ -206,12 +206,28 @@ def _with_ratios(rows: list[dict]) -> list[dict]:
     return rows
 
 
+class _NoBar:
+    """Stands in for tqdm's bar where tqdm is not installed (attnlib does not depend on it)."""
+
+    def update(self, n: int = 1) -> None:
+        """Nothing to show."""
+
+
+def _progress(total: int, progress: bool):
+    """tqdm's bar on stderr when asked and installed (transformers brings tqdm), else a bar that shows nothing."""
+    try:
+        from tqdm import tqdm  # noqa: PLC0415 - optional
+    except ImportError:
+        return contextlib.nullcontext(_NoBar())
+    return tqdm(total=total, disable=not progress, file=sys.stderr, unit="timing")
+
+
 def run(config: Config, progress: bool = True) -> list[dict]:
     """Measure every device × dtype × L × path of ``config``; one dict per measurement, ratios included."""
     cases = _cases(config)
     rows = []
     total = len(cases) * len(config.paths) * config.rounds
-    with tqdm(total=total, disable=not progress, file=sys.stderr, unit="timing") as bar:
+    with _progress(total, progress) as bar:
         for device, dtype, length in cases:
             rows += _measure_case(config, device, dtype, length, bar)
     return _with_ratios(rows)

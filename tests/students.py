@@ -2,8 +2,8 @@
 
 The recipe's commands run verbatim but for the folders, in a fresh folder: a clone of this checkout's HEAD
 (commit first), a venv from ``requirements.txt`` (kept in ``_build/student-env`` while the student
-requirements are unchanged: its first run pays minutes of pip), ``npm ci``, and the kernel registered under a
-prefix. HOME is empty, so the views can only find their JavaScript where the recipe put it.
+requirements are unchanged: its first run pays minutes of pip) and the kernel registered under a
+prefix. HOME is empty and the clone has no node_modules: the views find their JavaScript in attnlib itself.
 
 The ``students`` fixture (tests/conftest.py) is made once per test process: tests/test_jupyterlab.py runs
 JupyterLab from it and tests/test_release.py the released chapters in it. tests/groups.py keeps the two
@@ -41,7 +41,7 @@ def student_env() -> Path:
 
     The first run pays for the venv (pip installs every student package, from local wheels and pip's cache:
     minutes); later runs execute the same recipe, pip finds everything installed, and only the clone,
-    ``npm ci``, the editable attnlib and the kernel registration cost time.
+    the editable attnlib and the kernel registration cost time.
     """
     stamp = hashlib.sha256(b"".join((bu.REPO / f).read_bytes() for f in ("requirements.txt", "pyproject.toml")))
     marker = STUDENT_ENV / ".requirements-sha256"

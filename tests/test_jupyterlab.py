@@ -3,8 +3,8 @@
 1. The recipe (book/instructors.md, "JupyterHub"; the ``students`` fixture, tests/students.py): its
    commands verbatim but for the folders, in a fresh folder: a clone of this checkout's HEAD (commit
    first), a venv from ``requirements.txt`` (kept in ``_build/student-env`` while the student requirements
-   are unchanged: its first run pays minutes of pip), ``npm ci``, and the kernel registered under a prefix.
-   HOME is empty, so the views can only find their JavaScript where the recipe put it. The environment
+   are unchanged: its first run pays minutes of pip) and the kernel registered under a prefix.
+   HOME is empty and the clone has no node_modules: the views find their JavaScript in attnlib itself. The environment
    must hold no tool a student does not need.
 2. JupyterLab from that environment (the students' jupyterlab and jupyterlab-myst) on 127.0.0.1 (token,
    throwaway config/settings/workspace folders, no update check, no news, no extension manager), in the

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import browser_utils as bu
+import browser_utils as bu  # puts book/_ext on sys.path, as Sphinx does for the extensions
 import pytest
+import site_assets as assets
 import yaml
-
-from attnlib.views import assets
 
 pytestmark = pytest.mark.browser
 

@@ -18,8 +18,8 @@ import pytest
 import torch
 from IPython.display import HTML
 
-from attnlib.views import assets
 from attnlib.views import bertviz as bv
+from attnlib.views import html as views_html
 
 HOSTILE = [
     "[CLS]",
@@ -42,6 +42,12 @@ NOT_FETCHED = {
     "https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/visualization/attention.js",
 }
 NAMESPACES = {url for url in NOT_FETCHED if url.startswith("http://www.w3.org/")}
+
+
+def requirejs_tag() -> str:
+    """require.js from npm (the site serves it) in a <script>: a page like classic Notebook's or a widget page."""
+    source = (bu.REPO / "node_modules" / "requirejs" / "require.js").read_text(encoding="utf-8")
+    return f'<script data-vendored="require">\n{source}\n</script>'
 
 
 def attention(layers=2, heads=3, length=None, seed=0, batch_dim=True):
@@ -113,7 +119,7 @@ def test_no_network_url(view):
 def test_libraries_are_the_vendored_npm_copies(view):
     html = view(attention(), HOSTILE, include_libraries=True).data
     for name in ("d3", "jquery"):
-        assert assets.script_source(name) in html
+        assert views_html.library_source(name) in html
     assert html.count("jQuery v2.2.4") == 1 and html.count("d3js.org v5.7.0") == 1
 
 
@@ -156,7 +162,7 @@ def test_one_script_element_per_part():
 
 
 def test_libraries_inlined_once_per_kernel_unless_asked(monkeypatch):
-    monkeypatch.setattr(bv, "_sent", {"libraries": False})
+    monkeypatch.setattr(views_html, "_sent", {"libraries": False})
     first, second = (bv.head_view(attention(), HOSTILE).data, bv.model_view(attention(), HOSTILE).data)
     assert "data-vendored" in first and "data-vendored" not in second
     assert "data-vendored" in bv.model_view(attention(), HOSTILE, include_libraries=True).data
@@ -166,7 +172,7 @@ def test_libraries_inlined_once_per_kernel_unless_asked(monkeypatch):
 def test_output_is_deterministic(monkeypatch):
     outputs = []
     for _ in range(2):
-        monkeypatch.setattr(bv, "_ids", itertools.count())
+        monkeypatch.setattr(views_html, "_ids", itertools.count())
         outputs.append(bv.head_view(attention(), HOSTILE, include_libraries=True).data)
     assert outputs[0] == outputs[1]
     assert "bertviz-" not in outputs[0]  # BertViz's random uuid id is gone
@@ -231,8 +237,8 @@ def test_rejects_tokens_that_are_not_a_list_of_str(view):
 
 def test_rejects_ragged_layers(view):
     layers = attention(layers=1) + attention(layers=1, length=6)
-    with pytest.raises(ValueError, match=r"expected every layer of shape \(H, L, L\) = \(3, 7, 7\) like layer 0, "
-                                         r"got \(3, 6, 6\) at layer 1"):
+    with pytest.raises(ValueError, match=r"expected every attention layer of shape \(H, L, L\) = \(3, 7, 7\) like "
+                                         r"layer 0, got \(3, 6, 6\) at layer 1"):
         view(layers, HOSTILE)
     with pytest.raises(ValueError, match="like layer 0, got \\(2, 7, 7\\) at layer 1"):
         view(attention(layers=1) + attention(layers=1, heads=2), HOSTILE)
@@ -240,7 +246,7 @@ def test_rejects_ragged_layers(view):
 
 @pytest.mark.parametrize("shape", [(7, 7), (2, 1, 3, 7, 7), (2, 3, 7, 7), (3, 7, 6)])
 def test_rejects_layers_of_the_wrong_rank_or_shape(view, shape):
-    with pytest.raises(ValueError, match=rf"expected layer 0 of shape \(1, H, L, L\) or \(H, L, L\).*got "
+    with pytest.raises(ValueError, match=rf"expected attention layer 0 of shape \(1, H, L, L\) or \(H, L, L\).*got "
                                          rf"{re.escape(str(shape))}"):
         view([torch.rand(shape)], HOSTILE)
 
@@ -250,7 +256,7 @@ def test_rejects_attention_that_is_not_a_list_of_layers(view):
         view(torch.rand(2, 3, 7, 7), HOSTILE)
     with pytest.raises(ValueError, match="expected attention for at least one layer, got an empty list"):
         view([], HOSTILE)
-    with pytest.raises(TypeError, match="expected layer 0 as a torch.Tensor or numpy.ndarray .* got list"):
+    with pytest.raises(TypeError, match="expected attention layer 0 as a torch.Tensor or numpy.ndarray .* got list"):
         view([[[0.5]]], ["a"])
 
 
@@ -263,7 +269,7 @@ def test_rejects_bad_decimals(view, decimals):
 def test_rejects_non_finite_weights(view):
     weights = attention()
     weights[1][0, 0, 0, 0] = float("nan")
-    with pytest.raises(ValueError, match="expected finite attention weights, got NaN or inf"):
+    with pytest.raises(ValueError, match="expected finite attention, got NaN or inf"):
         view(weights, HOSTILE)
 
 
@@ -310,7 +316,7 @@ def svg_texts(browser, root_id: str) -> list[str]:
 def test_browser_renders_hostile_tokens_as_text(browser, tmp_path, with_requirejs):
     head = bv.head_view(attention(), HOSTILE, include_libraries=True).data
     model = bv.model_view(attention(), HOSTILE, include_libraries=False).data
-    prefix = assets.script_tag("require") if with_requirejs else ""  # like classic Notebook or a widget page
+    prefix = requirejs_tag() if with_requirejs else ""  # like classic Notebook or a widget page
     page = open_page(browser, tmp_path, prefix + head + model)
 
     assert browser.execute_script("return window.__alerts") == []
@@ -343,7 +349,7 @@ def test_browser_view_without_libraries_says_why(browser, tmp_path):
     assert "include_libraries=True" in text
     assert browser.execute_script("return document.querySelectorAll('svg').length") == 0
     # once another output brings the libraries, the view draws itself and the note goes
-    libraries = bv.libraries_script().split(">", 1)[1].rsplit("</script>", 1)[0]
+    libraries = views_html.libraries_script().split(">", 1)[1].rsplit("</script>", 1)[0]
     browser.execute_script(libraries)
     browser.execute_script("return new Promise(r => setTimeout(r, 600))")
     assert "include_libraries=True" not in browser.execute_script(
@@ -397,7 +403,8 @@ def test_views_carry_their_keyboard_and_fit_code():
     for html, kind in ((head, "head"), (model, "model")):
         script = scripts_of(html)[0]
         assert "'aria-label', 'Layer'" in script and "viewBox" in script
-        assert f'document.getElementById("{params_of(html)["root_div_id"]}"), "{kind}")' in script
+        assert views_html.javascript("access.js") in script and views_html.javascript("runner.js") in script
+        assert f'attnlibRun("{params_of(html)["root_div_id"]}", "{kind}", function ($, d3) {{' in script
 
 
 KEY_STATE = """

@@ -18,10 +18,18 @@ from IPython.display import HTML
 from test_views_bertviz import ALERT_HOOK, HOSTILE, NOT_FETCHED, scripts_of
 
 from attnlib import dot_product_scores, scale_scores
-from attnlib.views import assets, head_view, model_view, neuron_view
+from attnlib.views import head_view, model_view, neuron_view
+from attnlib.views import html as views_html
 from attnlib.views import neuron as nv
 
 PARAMS = re.compile(r"const params = ")
+
+
+
+def requirejs_tag() -> str:
+    """require.js from npm (the site serves it) in a <script>: a page like classic Notebook's or a widget page."""
+    source = (bu.REPO / "node_modules" / "requirejs" / "require.js").read_text(encoding="utf-8")
+    return f'<script data-vendored="require">\n{source}\n</script>'
 
 
 def vectors(layers=2, heads=3, length=None, d_k=4, seed=0, batch_dim=True):
@@ -65,7 +73,7 @@ def test_returns_offline_html_with_tokens_only_in_safe_json():
     assert set(re.findall(r"""https?://[^\s"'<>)]*""", html)) <= NOT_FETCHED
     assert "<img src=x" not in html and "</script><script>alert" not in html and "<!--" not in html
     assert "\\u003cimg src=x onerror=alert(1)\\u003e" in html
-    assert assets.script_source("d3") in html and assets.script_source("jquery") in html
+    assert views_html.library_source("d3") in html and views_html.library_source("jquery") in html
     scripts = scripts_of(html)
     assert len(scripts) == 2  # the libraries, then the view: no token closed a script or opened one
 
@@ -191,7 +199,7 @@ def hover(browser, root_id, panel, index):
 def test_browser_draws_hostile_tokens_as_text_offline(browser, tmp_path, with_requirejs):
     queries, keys = vectors(seed=1), vectors(seed=2)
     html = neuron_view(queries, keys, HOSTILE, include_libraries=True).data
-    prefix = assets.script_tag("require") if with_requirejs else ""
+    prefix = requirejs_tag() if with_requirejs else ""
     page = open_page(browser, tmp_path, prefix + html)
     root = params_of(html)["root_div_id"]
     texts = browser.execute_script(

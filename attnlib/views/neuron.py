@@ -17,12 +17,10 @@ and the score's heading says what is drawn, ``q · k / √d``.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from importlib.resources import files
 
-import numpy as np
 import torch
 from bertviz.util import format_special_chars
 from IPython.display import HTML
@@ -30,7 +28,8 @@ from IPython.display import HTML
 from attnlib.scaling import scale_scores
 from attnlib.scores import dot_product_scores
 from attnlib.softmax import softmax
-from attnlib.views import bertviz as bv
+from attnlib.views import html as views_html
+from attnlib.views.html import script_json
 
 _PARAMS_LINE = "const params = window.bertviz_params"
 _MIN_WIDTH = 1120  # px: BertViz's expanded layout (tokens, q, k, q × k, score, tokens) is this wide
@@ -53,50 +52,6 @@ _PATCHES = (
      'layerSelect.append($("<option />").val(i).text(params.layer_labels[i]));'),
 )
 
-_ADDED_JS = r"""
-        // --- added by attnlib.views.neuron: a visible, keyboard-operable expand control ---
-        function attnlibRoot() { return document.getElementById(config.rootDivId); }
-        function attnlibSync(expanded) {
-            var button = attnlibRoot().querySelector('.attnlib-expand');
-            button.setAttribute('aria-pressed', expanded ? 'true' : 'false');
-            button.textContent = expanded ? '\u2212 Hide q, k and the scores' : '+ Show q, k and the scores';
-        }
-        function attnlibToggle() {
-            var index = config.index;
-            config.expanded = !config.expanded;
-            if (config.expanded) { showExpanded(); } else { showCollapsed(); }
-            if (index != null) {  // the focused token's twin in the panel now shown keeps the selection
-                var panel = config.expanded ? '#expanded' : '#collapsed';
-                var twin = attnlibRoot().querySelectorAll(panel + ' #leftText > g')[index];
-                if (twin) { twin.focus(); }
-            }
-        }
-        function attnlibKeyboard() {
-            var groups = attnlibRoot().querySelectorAll('#leftText > g');
-            groups.forEach(function (g) {
-                var token = g.querySelector('text').textContent;
-                g.setAttribute('tabindex', '0');
-                g.setAttribute('role', 'button');
-                g.setAttribute('aria-label', 'query ' + token + ': show its scores (Enter: expand or collapse)');
-                g.addEventListener('focus', function () { g.dispatchEvent(new MouseEvent('mouseover')); });
-                g.addEventListener('blur', function () { g.dispatchEvent(new MouseEvent('mouseleave')); });
-                g.addEventListener('keydown', function (e) {
-                    if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); attnlibToggle(); }
-                });
-            });
-        }
-        function attnlibTitles(svg, scores, att) {
-            var keys = config.attention[config.filter].right_text;
-            svg.select('#dotproducts').selectAll('.dotproduct').each(function (d, i) {
-                var title = d3.select(this).select('title');
-                if (title.empty()) { title = d3.select(this).append('title'); }
-                title.text(keys[i] + ': q \u00B7 k / \u221Ad = ' + scores[i].toFixed(3)
-                           + ', softmax weight ' + att[i].toFixed(3));
-            });
-        }
-        attnlibRoot().querySelector('.attnlib-expand').addEventListener('click', attnlibToggle);
-"""
-
 _FONT = "font-family:'Helvetica Neue', Helvetica, Arial, sans-serif"
 _HTML = """<div id="{root}" class="attnlib-neuron" style="padding:8px;{font}">
   <div style="display:flex;flex-wrap:wrap;gap:6px 14px;align-items:center">
@@ -111,40 +66,6 @@ _HTML = """<div id="{root}" class="attnlib-neuron" style="padding:8px;{font}">
 """
 
 
-def _layer(name: str, index: int, layer) -> torch.Tensor:
-    """One layer as a float64 CPU tensor of shape (H, L, Dk)."""
-    if isinstance(layer, torch.Tensor):
-        t = layer.detach().to("cpu", torch.float64)
-    elif isinstance(layer, np.ndarray):
-        t = torch.from_numpy(np.asarray(layer, dtype=np.float64))
-    else:
-        raise TypeError(f"expected {name} layer {index} as a torch.Tensor or numpy.ndarray of shape (1, H, L, Dk) "
-                        f"or (H, L, Dk), got {type(layer).__qualname__}")
-    if t.ndim == 4 and t.shape[0] == 1:
-        t = t[0]
-    if t.ndim != 3 or 0 in t.shape:
-        raise ValueError(f"expected {name} layer {index} of shape (1, H, L, Dk) or (H, L, Dk) (one sequence; "
-                         f"select sequence b with {name}[i][b:b+1]), got {tuple(layer.shape)}")
-    return t
-
-
-def _stack(name: str, layers) -> torch.Tensor:
-    if isinstance(layers, (torch.Tensor, np.ndarray)) or not isinstance(layers, Sequence):
-        raise TypeError(f"expected {name} as a list with one (1, H, L, Dk) or (H, L, Dk) array per layer, "
-                        f"got {type(layers).__qualname__}")
-    if len(layers) == 0:
-        raise ValueError(f"expected {name} for at least one layer, got an empty list")
-    tensors = [_layer(name, i, layer) for i, layer in enumerate(layers)]
-    for i, t in enumerate(tensors[1:], start=1):
-        if t.shape != tensors[0].shape:
-            raise ValueError(f"expected every {name} layer of shape (H, L, Dk) = {tuple(tensors[0].shape)} like "
-                             f"layer 0, got {tuple(t.shape)} at layer {i}")
-    stacked = torch.stack(tensors)  # (N, H, L, Dk)
-    if not torch.isfinite(stacked).all():
-        raise ValueError(f"expected finite {name}, got NaN or inf")
-    return stacked
-
-
 def neuron_data(queries, keys, tokens, decimals: int | None = 3) -> dict:
     """The neuron view's data, checked: queries, keys (rounded), attention and tokens.
 
@@ -152,16 +73,15 @@ def neuron_data(queries, keys, tokens, decimals: int | None = 3) -> dict:
     The attention ``softmax(q·k/√Dk)`` is computed by attnlib from the unrounded vectors; ``decimals``
     rounds everything that goes on the page (``None``: no rounding).
     """
-    if decimals is not None and (isinstance(decimals, bool) or not isinstance(decimals, int) or decimals < 0):
-        raise ValueError(f"expected decimals as an int >= 0 or None, got {decimals!r}")
-    q, k = _stack("queries", queries), _stack("keys", keys)
+    views_html.check_decimals(decimals, allow_none=True)
+    q, k = views_html.stack_layers("queries", queries, "Dk"), views_html.stack_layers("keys", keys, "Dk")
     if q.shape != k.shape:
         raise ValueError(f"expected keys of shape (N, H, L, Dk) = {tuple(q.shape)} like queries (N layers), "
                          f"got {tuple(k.shape)}")
-    tokens = bv._check_tokens(tokens, q.shape[-2])
+    tokens = views_html.check_tokens(tokens, q.shape[-2])
     attn = softmax(scale_scores(dot_product_scores(q, k), q.shape[-1]), dim=-1)  # (N, H, L, L)
 
-    def rounded(t):
+    def rounded(t: torch.Tensor) -> torch.Tensor:
         return t if decimals is None else torch.round(t, decimals=decimals)
 
     return {"queries": rounded(q), "keys": rounded(k), "attn": rounded(attn), "tokens": tokens}
@@ -169,15 +89,16 @@ def neuron_data(queries, keys, tokens, decimals: int | None = 3) -> dict:
 
 def _javascript(root_id: str) -> str:
     source = (files("bertviz") / "neuron_view.js").read_text(encoding="utf-8")
-    source = bv._replace_once(bv._REQUIRE_CONFIG, "", source)
-    source = bv._replace_once(bv._REQUIRE_CALL, bv._runner(root_id), source)
+    source = views_html.replace_once(views_html.REQUIRE_CONFIG, "", source)
+    source = views_html.replace_once(views_html.REQUIRE_CALL, views_html.runner(root_id, "head"), source)
     for old, new in _PATCHES:
         if source.count(old) != 1:
             raise RuntimeError(f"expected bertviz==1.4.1's neuron_view.js containing {old!r} once, got "
                                f"{source.count(old)}")
         source = source.replace(old, new)
-    source = bv._replace_once(re.compile(r"render\(\);\s*\}\);\s*$"), _ADDED_JS + "\n        render();\n    });\n",
-                              source)
+    added = views_html.javascript("neuron_added.js")
+    source = views_html.replace_once(re.compile(r"render\(\);\s*\}\);\s*$"), added + "\n        render();\n    });\n",
+                                     source)
     if source.count(_PARAMS_LINE) != 1:
         raise RuntimeError("expected bertviz==1.4.1's neuron_view.js reading window.bertviz_params once")
     return source
@@ -220,10 +141,9 @@ def neuron_view(queries, keys, tokens, *, layer: int = 0, head: int = 0, layer_l
     params = {"attention": {"all": entry}, "default_filter": "all", "bidirectional": True,
               "display_mode": display_mode, "layer": layer, "head": head, "root_div_id": "",
               "layer_labels": _layer_labels(layer_labels, layers)}
-    digest = hashlib.sha256(bv.safe_json(params).encode()).hexdigest()[:12]
-    root_id = f"attnlib-neuron-{digest}-{next(bv._ids)}"
+    root_id = views_html.view_id("neuron", params)
     params["root_div_id"] = root_id
-    script = _javascript(root_id).replace(_PARAMS_LINE, "const params = " + bv.safe_json(params))  # data last
-    libraries = bv.libraries_script() if bv._want_libraries(include_libraries) else ""
+    script = _javascript(root_id).replace(_PARAMS_LINE, "const params = " + script_json(params))  # data last
+    libraries = views_html.libraries_script() if views_html.want_libraries(include_libraries) else ""
     view = _HTML.format(root=root_id, width=_MIN_WIDTH, font=_FONT)
     return HTML(view + libraries + f'<script type="text/javascript">\n{script}\n</script>\n')

@@ -22,6 +22,7 @@ import re
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython import get_ipython
+from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
@@ -72,7 +73,7 @@ def _colour_scale(m: np.ndarray, cmap, vmin, vmax):
 
 def heatmap(weights, row_labels=None, col_labels=None, ax=None, title: str | None = None,
             annotate: bool = True, fmt: str = "{:.2f}", cmap: str | None = None, vmin=None, vmax=None,
-            colorbar: bool | str = True):
+            colorbar: bool | str = True) -> Axes:
     """Draw a (Lq, Lk) matrix (e.g. attention weights) with one labelled row per query; returns the Axes.
 
     ``cmap=None``: viridis, or a diverging map centred at 0 when the matrix has both signs.
@@ -115,7 +116,7 @@ def _annotate(ax, m: np.ndarray, fmt: str, image) -> None:
 
 
 def head_grid(weights, tokens, ncols: int = 4, titles=None, query_tokens=None, annotate: bool = False,
-              vmax=None, label: str = "weight"):
+              vmax=None, label: str = "weight") -> Figure:
     """One heatmap per head of weights (H, Lq, Lk), ``ncols`` per row, one shared colour bar (``label``)
     in a column of its own; returns the Figure."""
     w = to_numpy(weights)

@@ -123,7 +123,7 @@ def _link_all(control, stack, depth: int) -> None:
 
 def precomputed_explorer(render: Callable[..., object], options: Mapping[str, Sequence],
                          initial: Mapping[str, object] | None = None, title: str | None = None,
-                         labels: Mapping[str, str] | None = None):
+                         labels: Mapping[str, str] | None = None) -> widgets.VBox:
     """An ipywidgets explorer over every combination of ``options`` (1 or 2 controls), linked in JavaScript.
 
     ``labels`` names a control in words where ``label_of(name)`` would not (e.g. ``{"d_k": "key width dₖ"}``).

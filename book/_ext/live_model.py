@@ -3,12 +3,12 @@
 When an HTML build starts it puts into ``<outdir>/_static/``:
 
 * ``_live/minilm-attention.onnx``: all-MiniLM-L6-v2 exported from the packaged weights with every
-  layer's attention as an output, at the precision ``attnlib.live`` chose by measurement. The export
+  layer's attention as an output, at the precision ``live_export.py`` chose by measurement. The export
   (about a minute) is cached in the repository's ``_build/live-model/`` under a key of its inputs (one cache
   for every output folder, e.g. the instructor edition's), so a build that
   changes nothing only compares a hash and copies nothing;
 * ``_live/tokenizer.json`` and ``tokenizer_config.json`` (the model's own), ``_live/bertviz-views.js``
-  (BertViz's head and model view code, ``attnlib.live.bertviz_script``) and ``_live/attnlib-live.js``
+  (BertViz's head and model view code, ``live_views.bertviz_script``) and ``_live/attnlib-live.js``
   (``book/_live/``);
 * from npm: ONNX Runtime Web's WebAssembly build (one ``.mjs`` bundle and its ``.wasm``, which the page
   downloads gzip-compressed, 3.7 instead of 14.2 MB, and inflates itself; the threaded
@@ -34,8 +34,16 @@ from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from attnlib import live
-from attnlib.views import assets
+from attnlib.views.html import script_json
+
+try:  # this folder is on sys.path when Sphinx loads the extension (JB1 local_extensions)
+    import live_export as live
+    import live_views
+    import site_assets as assets
+except ImportError:  # imported as book._ext.live_model
+    from . import live_export as live
+    from . import live_views
+    from . import site_assets as assets
 
 CACHE = Path(__file__).resolve().parents[2] / "_build" / "live-model"  # shared by every output folder
 
@@ -123,12 +131,12 @@ def write_live_files(app: Sphinx) -> None:
     for name in GZIPPED:
         _gzip(outdir / DOWNLOADS[name].removesuffix(".gz"), outdir / DOWNLOADS[name])
     _copy(Path(report["path"]), outdir / LIVE_DIR / live.MODEL_FILE)
-    for name, data in live.tokenizer_files().items():
+    for name, data in live_views.tokenizer_files().items():
         _write(outdir / LIVE_DIR / name, json.dumps(data, ensure_ascii=False, separators=(",", ":")))
-    source = hashlib.sha256((HERE.parents[1] / "attnlib" / "views" / "bertviz.py").read_bytes()).hexdigest()[:8]
+    source = hashlib.sha256(b"".join(path.read_bytes() for path in live_views.sources())).hexdigest()[:8]
     views = Path(report["path"]).parent / f"bertviz-views-{report['key']}-{source}.js"  # importing bertviz: 1 s
     if not views.is_file():
-        views.write_text(live.bertviz_script(), encoding="utf-8")
+        views.write_text(live_views.bertviz_script(), encoding="utf-8")
     _copy(views, outdir / LIVE_DIR / "bertviz-views.js")
     _copy(SOURCE / SCRIPT, outdir / LIVE_DIR / SCRIPT)
     app.config._attnlib_live_manifest = manifest(outdir, report)  # noqa: SLF001 - read by add_page_script
@@ -140,7 +148,7 @@ def add_page_script(app: Sphinx, pagename: str, templatename: str, context: dict
     """html-page-context: on the page that holds the live section (and no other), its script and manifest."""
     if MARKER not in (context.get("body") or ""):
         return
-    data = live.script_json(getattr(app.config, "_attnlib_live_manifest", None))
+    data = script_json(getattr(app.config, "_attnlib_live_manifest", None))
     app.add_js_file(None, body=f"window.attnlibLiveManifest = {data};")
     app.add_js_file(f"_live/{SCRIPT}", loading_method="defer")  # relative to _static/, this page only
 

@@ -1,6 +1,6 @@
 """Sphinx extension: serve the npm-installed browser libraries from the site itself.
 
-At the end of an HTML build it copies every file listed by ``attnlib.views.assets.site_files()``
+At the end of an HTML build it copies every file listed by ``site_assets.site_files()``
 (require.js, d3, jQuery, the ipywidgets html-manager, MathJax 3 with its fonts) from
 ``node_modules/`` into ``<outdir>/_static/_vendor/``. Only the *output* gets them: Jupyter Book 1
 adds every .js/.css of a *source* ``_static/`` folder to every page, so they are never copied into
@@ -26,11 +26,11 @@ from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from attnlib.views import assets
-
 try:  # this folder is on sys.path when Sphinx loads the extension (JB1 local_extensions)
+    import site_assets as assets
     from fontawesome_subset import write_subset
 except ImportError:  # imported as book._ext.vendor_assets
+    from . import site_assets as assets
     from .fontawesome_subset import write_subset
 
 logger = logging.getLogger(__name__)

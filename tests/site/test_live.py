@@ -1,4 +1,4 @@
-"""Chapter 6's live model: the ONNX export (``attnlib.live``) and the page that runs it in the browser.
+"""Chapter 6's live model: the ONNX export (``book/_ext/live_export.py``, ``live_views.py``) and the page that runs it.
 
 The unit tests build small ONNX graphs by hand. The browser tests read the built site (``make book``;
 ``ATTNLIB_SITE_HTML`` points at another build), serve it on 127.0.0.1, type sentences into chapter 6's
@@ -11,19 +11,24 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
-import browser_utils as bu
+import browser_utils as bu  # puts book/_ext on sys.path, as Sphinx does for the extensions
+import live_export as live
+import live_views
 import numpy as np
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from attnlib import live
-
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
 PAGE = "book/06_real_model.html"
+# The section's default sentence, 12 words (the browser test times it), and one whose markup must stay text
+TWELVE_WORDS = "The animal did not cross the busy street because it was tired."
+MARKUP = "Tags stay text: <img src=x onerror=alert(1)> and </script><script>alert(2)</script> never run."
 HELD_OUT = (  # not among the sentences the build chose the precision on
     "Colorless green ideas sleep furiously.",
     "I saw the man with the telescope on the hill yesterday evening.",
@@ -93,7 +98,7 @@ def test_build_model_reuses_a_cached_file(tmp_path, monkeypatch):
 
 
 def test_tokenizer_files_drop_the_fixed_padding():
-    files = live.tokenizer_files()
+    files = live_views.tokenizer_files()
     assert files["tokenizer.json"]["truncation"] is None and files["tokenizer.json"]["padding"] is None
     assert len(files["tokenizer.json"]["model"]["vocab"]) == 30522
     assert files["tokenizer_config.json"]["do_lower_case"] is True
@@ -101,21 +106,27 @@ def test_tokenizer_files_drop_the_fixed_padding():
 
 def test_bertviz_templates_are_offline_functions():
     for kind in ("head", "model"):
-        template = live.bertviz_template(kind)
-        assert template["markup"].count(f'id="{live.ROOT_PLACEHOLDER}"') == 1
+        template = live_views.bertviz_template(kind)
+        assert template["markup"].count(f'id="{live_views.ROOT_PLACEHOLDER}"') == 1
         code = re.sub(r"/\*.*?\*/", "", template["draw"], count=1, flags=re.DOTALL)  # BertViz's header comment
         assert code.strip().startswith("function ($, d3, params) {") and code.rstrip().endswith("}")
         assert "cdnjs" not in template["draw"] and "requirejs" not in template["draw"]
         assert "PYTHON_PARAMS" not in template["draw"] and "const params" not in template["draw"]
         assert "attention" not in template["params"]
     with pytest.raises(ValueError, match="expected kind"):
-        live.bertviz_template("neuron")
+        live_views.bertviz_template("neuron")
 
 
-def test_script_json_cannot_close_a_script():
-    text = live.script_json({"t": "</script><b>&"})
-    assert "<" not in text and ">" not in text and "&" not in text
-    assert json.loads(text) == {"t": "</script><b>&"}
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node (installed with npm, see .ci/run)")
+def test_bertviz_script_is_javascript_that_defines_both_views_and_access(tmp_path):
+    script = tmp_path / "bertviz-views.js"
+    script.write_text(live_views.bertviz_script(), encoding="utf-8")
+    subprocess.run(["node", "--check", str(script)], check=True, capture_output=True, timeout=60)
+    program = (f"const window = {{}};\n{script.read_text(encoding='utf-8')}\n"
+               "process.stdout.write(JSON.stringify(Object.keys(window.attnlibLiveBertviz).map("
+               "k => [k, typeof window.attnlibLiveBertviz[k]])));")
+    out = subprocess.run(["node"], input=program, capture_output=True, text=True, check=True, timeout=60).stdout
+    assert json.loads(out) == [["head", "object"], ["model", "object"], ["access", "function"]]
 
 
 SECTION = bu.REPO / "book" / "_live" / "section.md"
@@ -248,10 +259,10 @@ def test_nothing_heavy_loads_before_run_and_the_page_stays_in_budget(page, capsy
 @pytestmark_browser
 def test_sentences_typed_in_the_page_match_transformers(page, capsys):
     driver, _ = page
-    first, load_s = _run_in_page(driver, live.TWELVE_WORDS)
+    first, load_s = _run_in_page(driver, TWELVE_WORDS)
     assert first["state"] == "drawn", first["status"]
     load_ms = first["timings"]["loadMs"]
-    again, run_s = _run_in_page(driver, live.TWELVE_WORDS)
+    again, run_s = _run_in_page(driver, TWELVE_WORDS)
     assert again["state"] == "drawn" and again["timings"]["loadedBefore"] is True
     errors = {}
     for text in (*live.SENTENCES[:4], live.SENTENCES[-1], *HELD_OUT):
@@ -274,8 +285,8 @@ def test_sentences_typed_in_the_page_match_transformers(page, capsys):
 @pytestmark_browser
 def test_views_draw(page):
     driver, _ = page
-    probe, _ = _run_in_page(driver, live.TWELVE_WORDS)
-    n_tokens = len(live.eager_attention(live.TWELVE_WORDS)[0])
+    probe, _ = _run_in_page(driver, TWELVE_WORDS)
+    n_tokens = len(live.eager_attention(TWELVE_WORDS)[0])
     assert probe["headLines"] >= n_tokens * n_tokens  # one line per (query, key) for each selected head
     assert probe["modelThumbnails"] == 6 * 12
     assert probe["tableRows"] == 1 + 12  # the header and one row per head
@@ -339,7 +350,7 @@ def test_after_run_the_section_passes_axe_fits_and_reads_in_both_modes(page):
 def test_markup_in_a_sentence_is_text_and_never_runs(page):
     driver, _ = page
     before = _probe(driver)
-    probe, _ = _run_in_page(driver, live.MARKUP)
+    probe, _ = _run_in_page(driver, MARKUP)
     assert probe["state"] == "drawn", probe["status"]
     shown = probe["tokens"].split()
     assert {"<", ">", "/", "script", "alert", "im", "##g"} <= set(shown)

@@ -1,4 +1,5 @@
-"""attnlib.views.assets and the site's build helpers (book/_ext): the npm libraries, without a browser."""
+"""The site's build helpers (book/_ext: site_assets, vendor_assets, fontawesome_subset): the npm libraries,
+and the copies of d3 and jQuery that attnlib ships for its notebook views, without a browser."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from attnlib.views import assets
+from attnlib.views import html as views_html
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "book" / "_ext"))
 import fontawesome_subset  # noqa: E402  (book/_ext is no package: Sphinx puts it on sys.path too)
+import site_assets as assets  # noqa: E402
 import vendor_assets  # noqa: E402
 
 NODE = shutil.which("node")
@@ -38,9 +40,17 @@ def test_lockfile_pins_the_same_versions():
         assert lock[f"node_modules/{name}"]["version"] == version, name
 
 
-def test_script_source_is_the_npm_file_unchanged():
-    for name in assets.LIBRARIES:
-        assert assets.script_source(name) == assets.library_path(name).read_text(encoding="utf-8")
+def test_attnlib_ships_the_pinned_npm_files_unchanged_with_their_licences():
+    """attnlib/views/js/vendor/ holds copies of npm's d3 and jQuery (the views inline them where no npm exists)."""
+    shipped = Path(views_html.__file__).parent / "js" / "vendor"
+    for name, npm_file in (("d3", "d3/dist/d3.min.js"), ("jquery", "jquery/dist/jquery.min.js")):
+        assert views_html.library_source(name) == (assets.node_modules() / npm_file).read_text(encoding="utf-8")
+        assert name in views_html.LIBRARY_FILES
+    assert (shipped / "d3.LICENSE").read_bytes() == (assets.node_modules() / "d3" / "LICENSE").read_bytes()
+    assert (shipped / "jquery.LICENSE.txt").read_bytes() == \
+        (assets.node_modules() / "jquery" / "LICENSE.txt").read_bytes()
+    assert sorted(p.name for p in shipped.iterdir()) == ["d3.LICENSE", "d3.min.js", "jquery.LICENSE.txt",
+                                                         "jquery.min.js"]
 
 
 def test_site_files_come_from_node_modules_and_cover_the_configured_paths():
@@ -69,27 +79,9 @@ def test_unknown_library_and_missing_node_modules_say_what_was_expected(monkeypa
 
 def test_a_checkout_without_node_modules_is_told_to_run_npm_ci(monkeypatch, tmp_path):
     monkeypatch.delenv("ATTNLIB_NODE_MODULES", raising=False)
-    (tmp_path / "repo").mkdir()
-    (tmp_path / "repo" / "package.json").write_text("{}", encoding="utf-8")
-    monkeypatch.setattr(assets, "_repo_node_modules", lambda: tmp_path / "repo" / "node_modules")
-    monkeypatch.setattr(assets, "USER_CACHE", tmp_path / "cache")
+    monkeypatch.setattr(assets, "REPO", tmp_path)
     with pytest.raises(FileNotFoundError, match="npm ci"):
         assets.node_modules()
-
-
-def test_outside_a_checkout_without_npm_the_error_says_both(monkeypatch, tmp_path):
-    """Installed from git (Colab): the pins are npm-installed into a per-user cache, if npm exists."""
-    monkeypatch.delenv("ATTNLIB_NODE_MODULES", raising=False)
-    monkeypatch.setattr(assets, "_repo_node_modules", lambda: tmp_path / "site-packages" / "node_modules")
-    monkeypatch.setattr(assets, "USER_CACHE", tmp_path / "cache")
-    monkeypatch.setattr(assets.shutil, "which", lambda name: None)
-    with pytest.raises(FileNotFoundError, match="or npm on PATH to install them, got neither"):
-        assets.node_modules()
-
-
-def test_cache_pins_match_package_json():
-    pins = pinned()
-    assert {name: pins[name] for name in assets.NPM_PINS} == assets.NPM_PINS
 
 
 def run_node(script: str) -> str:
@@ -97,13 +89,13 @@ def run_node(script: str) -> str:
 
 
 @needs_node
-def test_global_script_sets_window_d3_even_when_an_amd_loader_is_present():
+def test_shipped_d3_sets_window_d3_even_when_an_amd_loader_is_present():
     program = f"""
 const vm = require('vm');
 const context = {{ define: Object.assign(() => {{ throw new Error('define() called'); }}, {{ amd: {{}} }}) }};
 context.window = context;
 vm.createContext(context);
-vm.runInContext({json.dumps(assets.global_script("d3"))}, context);
+vm.runInContext({json.dumps(views_html.global_script("d3"))}, context);
 process.stdout.write(JSON.stringify({{ version: context.d3.version, select: typeof context.d3.select }}));
 """
     result = json.loads(run_node(program))
@@ -113,23 +105,10 @@ process.stdout.write(JSON.stringify({{ version: context.d3.version, select: type
 @needs_node
 @pytest.mark.parametrize("sequence", ["</script>", "</SCRIPT ", "<!--"])
 def test_a_library_that_could_break_out_of_its_script_element_is_refused(monkeypatch, sequence):
-    monkeypatch.setattr(assets, "script_source", lambda name: f"var s = '{sequence}';")
-    for name in ("d3", "require"):
+    monkeypatch.setattr(views_html, "library_source", lambda name: f"var s = '{sequence}';")
+    for name in ("d3", "jquery"):
         with pytest.raises(ValueError, match=f"expected {name} source without '</script' or '<!--'"):
-            assets.global_script(name)
-
-
-def test_require_is_inlined_as_is_and_defines_the_loader():
-    assert assets.global_script("require") == assets.script_source("require")
-    program = f"""
-const vm = require('vm');
-const context = {{ setTimeout }};
-context.window = context;
-vm.createContext(context);
-vm.runInContext({json.dumps(assets.global_script("require"))}, context);
-process.stdout.write(JSON.stringify([typeof context.requirejs, typeof context.define, !!context.define.amd]));
-"""
-    assert json.loads(run_node(program)) == ["function", "function", True]
+            views_html.global_script(name)
 
 
 def test_fontawesome_subset_keeps_only_named_icons_and_their_aliases():

