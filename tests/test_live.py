@@ -14,13 +14,13 @@ import re
 import time
 from pathlib import Path
 
-import browser_utils as bu
 import numpy as np
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from attnlib import live
+from tests import browser_utils as bu
 
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
 PAGE = "book/06_real_model.html"
