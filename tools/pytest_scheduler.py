@@ -1,4 +1,4 @@
-"""A pytest plugin: how the tests share the cores and report their time (tests/conftest.py loads its hooks).
+"""A pytest plugin: how the tests share the cores and report their time (tests/conftest.py imports its hooks).
 
 ``make test`` (tools/testrun.py) runs pytest with pytest-xdist, ``-n <cores>``. The rules are data in
 tools/testsettings.py (``PART_BY_PATH``, ``SPREAD``, ``BY_PAGE``, ``TOGETHER``); this module applies them:

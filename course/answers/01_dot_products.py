@@ -1,4 +1,5 @@
-"""Exercise answers for the course tests (issue 14): a plausible wrong one, a rule-breaking shortcut, a correct one.
+"""Recorded answers to chapter 1's autograded exercises, as students might hand them in (format and grading:
+course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, book/conftest.py).
 
 Each string is the complete source of the exercise's answer cell as a student would submit it.
 """

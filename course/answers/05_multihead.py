@@ -1,4 +1,5 @@
-"""Answers to chapter 5's autograded exercises, as a student might hand them in (graded by the course tests).
+"""Recorded answers to chapter 5's autograded exercises, as students might hand them in (format and grading:
+course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, book/conftest.py).
 
 Per exercise: a plausible wrong answer (the visible test catches it), a shortcut that breaks the stated
 rule, and a correct solution written differently from the reference.

@@ -1,4 +1,5 @@
-"""Answers to chapter 6's autograded exercises, as a student might hand them in (graded by the course tests).
+"""Recorded answers to chapter 6's autograded exercises, as students might hand them in (format and grading:
+course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, book/conftest.py).
 
 Per exercise: a plausible wrong answer (the visible test catches it), a shortcut that breaks the stated
 rule (None where the exercise states none that can be checked) and a correct solution written

@@ -1,4 +1,5 @@
-"""Recorded answers to chapter 7's autograded exercises (format: COMMON.md, graded by tests/test_course.py).
+"""Recorded answers to chapter 8's autograded exercises, as students might hand them in (format and grading:
+course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, book/conftest.py).
 
 Each string is the complete source of the exercise's answer cell as a student would submit it.
 """

@@ -1,6 +1,6 @@
 """Run one notebook top to bottom in the students' environment and save it, as Run All + Save would.
 
-Run by tests/test_release.py with the students' Python (it needs only nbformat and nbclient, which
+Run by tests/course/test_release.py with the students' Python (it needs only nbformat and nbclient, which
 JupyterLab brings): ``python release_runner.py NOTEBOOK``. Prints one JSON line: the seconds it took and
 every error output, with the index of its cell and the cell's nbgrader grade id (None outside exercises).
 Errors do not stop the run (an unanswered exercise raises ``NotImplementedError`` and the cells after it

@@ -731,7 +731,7 @@ def chapter_page(stem: str) -> str:
     return page.read_text()
 
 
-@pytest.mark.browser  # reads the built site, like the browser tests (`make unit` runs without it)
+@pytest.mark.browser  # reads the built site, like the browser tests (`make test` runs it once the book is built)
 @pytest.mark.parametrize("stem", STEMS)
 def test_student_edition_page_and_downloads_hold_no_solution(stem):
     secret = withheld_lines(read(BOOK / f"{stem}.ipynb"))

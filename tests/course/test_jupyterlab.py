@@ -1,6 +1,6 @@
 """The students' JupyterLab, set up by the instructors' JupyterHub recipe, in a real browser.
 
-1. The recipe (book/instructors.md, "JupyterHub"; the ``students`` fixture, tests/students.py): its
+1. The recipe (book/instructors.md, "JupyterHub"; the ``students`` fixture, tests/course/students.py): its
    commands verbatim but for the folders, in a fresh folder: a clone of this checkout's HEAD (commit
    first), a venv from ``requirements.txt`` (kept in ``_build/student-env`` while the student requirements
    are unchanged: its first run pays minutes of pip), ``npm ci``, and the kernel registered under a prefix.
@@ -16,7 +16,7 @@
 3. Every chapter's markdown, as JupyterLab renders it with jupyterlab-myst: no raw MyST markup
    (``{cite}``, ``{eq}``, a directive's fence) may show.
 
-Here chapter 6 runs in JupyterLab; tests/test_release.py runs every released chapter in the same environment.
+Here chapter 6 runs in JupyterLab; test_release.py runs every released chapter in the same environment.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The notebooks students get (``course/release/``), tested as students run them.
 
 - **They run.** Every released chapter runs top to bottom in the students' environment (the instructors'
-  JupyterHub recipe, the ``students`` fixture of tests/students.py: a venv from ``requirements.txt`` alone)
+  JupyterHub recipe, the ``students`` fixture of tests/course/students.py: a venv from ``requirements.txt`` alone)
   as an ordinary user: root without its DAC override (``setpriv``; the Python here is a pyenv build in
   root's home, which no other account can run), so the environment, made read-only for the run, cannot
   be written, and the notebooks are the student's own copies in a folder of their own, as is HOME. No cell
