@@ -90,6 +90,7 @@ def test_minilm_loads_offline_as_eager_bert(minilm):
     assert load_minilm() is minilm  # cached: the second call loads nothing
 
 
+@pytest.mark.slow  # a fresh interpreter imports transformers and loads MiniLM: ~13 s of CPU
 def test_loading_prints_nothing():
     """No warnings or progress bars on stdout/stderr: they would leak into the chapter's outputs."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}

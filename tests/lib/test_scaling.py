@@ -79,6 +79,7 @@ def test_saturation_stays_flat_with_scaling():
     assert all(1 / 8 < v < 0.5 for v in values)  # between uniform (1/n_keys) and saturated
 
 
+@pytest.mark.slow  # autograd over every width's sample: ~7 s of CPU
 def test_gradient_collapses_without_scaling_and_stays_flat_with_it():
     unscaled = [softmax_gradient_norm(d) for d in WIDTHS]
     scaled = [softmax_gradient_norm(d, scaled=True) for d in WIDTHS]
