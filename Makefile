@@ -17,14 +17,18 @@ export TOKENIZERS_PARALLELISM := false
 # command=Debian package: npm for the site's vendored libraries, Chromium for the browser tests
 BOOK_PACKAGES := ensurepip=python3-venv npm=npm node=nodejs
 TEST_PACKAGES := $(BOOK_PACKAGES) chromium=chromium chromedriver=chromium-driver
-NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+# Strict nbval's flags and the one-thread environment of every test process, from the one settings module
+# (read when a recipe runs, after .venv exists).
+TESTSETTINGS = $(PY) tools/testsettings.py
+NBVAL      = $(shell $(TESTSETTINGS) nbval)
+ONE_THREAD = $(shell $(TESTSETTINGS) one-thread)
 # Which website `make book` builds: student (published: no solutions, no hidden tests) or instructor.
 EDITION ?= student
 export ATTNLIB_EDITION := $(EDITION)
 # The nbgrader course directory: kept for the whole term, never deleted by make (make student COURSE=...).
 COURSE ?= course-work
 
-.PHONY: setup book serve test lint unit notebooks execute lab student autograde regrade roster due import-zip feedback grades grade-bench bench clean pdf
+.PHONY: setup book serve test check lint test-lib test-book test-site test-course execute lab student autograde regrade roster due import-zip feedback grades grade-bench bench clean pdf
 
 setup: $(STAMP)
 
@@ -60,18 +64,34 @@ serve: book
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# Everything: lint, the book build (the browser tests read it), attnlib's tests, every chapter under
-# strict nbval (each executed once), the site in a browser and the course; a timing summary at the end.
-# tools/testrun.py runs the build beside the tests that do not need the site, then the browser and
+# Everything: lint, the book build (the browser tests read it), every tier of tests/ (tools/testsettings.py),
+# every chapter under strict nbval (each executed once), the site in a browser and the course; a timing summary
+# at the end. tools/testrun.py runs the build beside the tests that do not need the site, then the browser and
 # course tests, with pytest-xdist on every core (TEST_WORKERS=N to choose); ARGS="-k ..." go to pytest.
 test: $(STAMP) | test-packages
 	$(PY) tools/testrun.py $(ARGS)
 
-unit: $(STAMP)
-	$(BIN)/pytest tests -m "not browser"
+# The quick check before a commit (about a minute): lint, attnlib's tests but those marked slow or browser
+# (tests/lib), and strict nbval on the chapters changed since main, committed or not. `make test` runs the rest.
+check: $(STAMP)
+	$(PY) tools/testrun.py --check $(ARGS)
 
-notebooks: $(STAMP)
-	$(BIN)/pytest book $(NBVAL)
+# One tier at a time (all of it, slow and browser tests included; ARGS="-k ..." go to pytest):
+# test-lib    attnlib's tests (tests/lib)
+# test-book   every chapter under strict nbval, and the chapters' own tests (tests/book)
+# test-site   the built site in headless Chromium (tests/site; run `make book` first)
+# test-course nbgrader releases and grading, the students' environment, JupyterLab (tests/course)
+test-lib: $(STAMP)
+	env $(ONE_THREAD) $(BIN)/pytest tests/lib $(ARGS)
+
+test-book: $(STAMP)
+	env $(ONE_THREAD) $(BIN)/pytest tests/book book $(NBVAL) $(ARGS)
+
+test-site: $(STAMP) | test-packages
+	env $(ONE_THREAD) $(BIN)/pytest tests/site $(ARGS)
+
+test-course: $(STAMP) | test-packages
+	env $(ONE_THREAD) $(BIN)/pytest tests/course $(ARGS)
 
 # Run chapters in place and store their outputs as strict nbval recomputes them (one thread per kernel):
 # after changing a chapter or attnlib, `make execute NB=book/03_softmax.ipynb` (default: every notebook).

@@ -4,7 +4,7 @@ On the website, myst-nb's ``glue`` stores a value in the cell's outputs and the 
 wherever the prose says ``{glue:text}`name```. The students' environment (``requirements.txt``) has no
 myst-nb, so the chapters import ``glue`` from here: myst-nb's own function where myst-nb is installed,
 otherwise :func:`record`, which stores exactly the output myst-nb stores (strict nbval compares the same
-outputs in both environments; ``tests/test_glue.py`` checks that they are identical).
+outputs in both environments; ``tests/lib/test_glue.py`` checks that they are identical).
 
 The output is an IPython display: the value's formatted representations (``text/plain``, and
 ``text/html``/``image/png``... where the value has them), each MIME type prefixed with

@@ -1,7 +1,7 @@
 """The NumPy mirror of attnlib's steps: same names, same signatures, same mask rules.
 
 The early chapters compute attention by hand in NumPy; these functions are what they check against,
-and ``tests/test_numpy_ops.py`` checks them against the torch versions.
+and ``tests/lib/test_numpy_ops.py`` checks them against the torch versions.
 """
 
 from __future__ import annotations

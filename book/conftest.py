@@ -6,16 +6,16 @@ one that nbval has just compared with what the current code computes. Therefore,
 output the site shows (any cell not tagged ``remove-output`` or ``remove-cell``):
 
 - ``nbval-ignore-output`` (or ``# NBVAL_IGNORE_OUTPUT``) does not exempt it: its output is compared all the
-  same. An output that truly differs from run to run is either sanitized (``tests/nbval_sanitize.cfg``) or
+  same. An output that truly differs from run to run is either sanitized (``tests/book/nbval_sanitize.cfg``) or
   hidden from the site with ``remove-output``;
 - ``nbval-skip`` (or ``# NBVAL_SKIP``) fails, and so does a cell stored unexecuted (``execution_count: null``),
   which nbval would pass without comparing: execute the notebook and commit it executed.
 
-It also runs every chapter kernel on one thread (``KERNEL_ENV``), and after each autograded chapter's last
+It also runs every chapter kernel on one thread (``ONE_THREAD``), and after each autograded chapter's last
 cell grades the course's recorded answers in that chapter's kernel (the ``recorded answers`` item below).
 
-This file sits beside the notebooks so that every nbval run over ``book/`` (``make test``,
-``make notebooks``, ``pytest --nbval book/NN_x.ipynb``) applies it.
+This file sits beside the notebooks so that every nbval run over ``book/`` (``make test``, ``make check``,
+``make test-book``, ``pytest --nbval book/NN_x.ipynb``) applies it.
 """
 
 from __future__ import annotations
@@ -24,15 +24,13 @@ import os
 
 import pytest
 
+from tools.testsettings import ONE_THREAD  # the repository's root is on sys.path (pyproject's pythonpath)
+
 HIDDEN_ON_SITE = {"remove-output", "remove-cell"}
 
-# Every chapter kernel computes on one thread: torch and the BLAS libraries read these variables when they
-# start. A float sum is then added up in one order on every machine, so a printed last digit (a max
-# difference of 3.0e-07, a view's content hash) does not depend on how many cores ran it; and the two
-# chapters `make test` runs at once do not fight over the cores. tools/execute.py, which stores the
-# outputs, runs the kernels with the same settings.
-KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-os.environ.update(KERNEL_ENV)  # nbval starts each kernel with this process's environment
+# Every chapter kernel computes on one thread (tools/testsettings.py's ONE_THREAD says why); tools/execute.py,
+# which stores the outputs, runs the kernels with the same settings.
+os.environ.update(ONE_THREAD)  # nbval starts each kernel with this process's environment
 
 
 def shown_on_site(cell) -> bool:
@@ -133,7 +131,7 @@ def _add_recorded_answers(items) -> None:
     import nbformat  # noqa: PLC0415
     from nbval.plugin import IPyNbFile  # noqa: PLC0415
 
-    from course.exercises import autograded_points  # noqa: PLC0415
+    from course.exercise_cells import autograded_points  # noqa: PLC0415
 
     last = {}
     for index, item in enumerate(items):

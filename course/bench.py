@@ -1,7 +1,7 @@
 """``make grade-bench``: how fast a class is graded with 1 worker, N workers and a Dask LocalCluster.
 
 A synthetic class hands in one chapter: student ``i`` answers each autograded exercise with one of the recorded
-answers (``tests/answers/<chapter>.py``: the reference, an alternative, a wrong answer, a shortcut), so the
+answers (``course/answers/<chapter>.py``: the reference, an alternative, a wrong answer, a shortcut), so the
 grades differ from student to student. Each way of grading starts from the same released course and grades the
 whole class; the benchmark prints notebooks per minute, the speed-up over 1 worker and the time 300 students x
 8 assignments would take at that rate, and fails (exit 1) unless every way gives the same grades.
@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 
 from course import variants
-from course.exercises import autograded_points, nbgrader
+from course.exercise_cells import autograded_points, nbgrader
 from course.grades import exercise_rows
 from course.nbgrader_course import autograde, release
 from course.parallel import ONE_THREAD

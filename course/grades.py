@@ -17,7 +17,7 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 
-from course.exercises import exercise_name
+from course.exercise_cells import exercise_name
 
 EXERCISE_COLUMNS = ("student", "assignment", "exercise", "score", "max_score")
 

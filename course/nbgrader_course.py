@@ -44,7 +44,7 @@ from nbgrader.utils import parse_utc
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from course.exercises import nbgrader
+from course.exercise_cells import nbgrader
 from course.grades import awaits_grader, gradebook
 from course.markup import Bibliography, equation_numbers, release_links, student_notebook
 

@@ -3,7 +3,7 @@
 The published website is the student edition (book/_ext/nbgrader_site.py): its ``.ipynb`` download is
 this folder's notebook, and its Colab and Binder buttons open this folder's notebook from the
 repository, so they must be in it. ``python -m course publish`` (``make student``) regenerates them
-from the chapters with nbgrader; ``tests/test_course.py`` fails when a committed one is out of date.
+from the chapters with nbgrader; ``tests/course/test_course.py`` fails when a committed one is out of date.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ From it come the launch buttons (Jupyter Book reads it), the published website's
 ``html: baseurl:`` in ``_config.yml`` names another host), and the copies of the URL that a reader runs:
 the install line in every chapter's setup cell, the instructors' ``git clone`` and CONTRIBUTING's setup
 cell. ``python -m course publish`` (``make student``) stamps the URL into those copies (:func:`stamp`);
-``tests/test_release.py`` checks that they agree with ``_config.yml``.
+``tests/course/test_release.py`` checks that they agree with ``_config.yml``.
 """
 
 from __future__ import annotations

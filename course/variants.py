@@ -1,7 +1,7 @@
 """Fair grading, checked on recorded answers: a wrong answer or a rule-breaking shortcut loses points, a correct
 alternative gets full marks, and so does the reference solution.
 
-``tests/answers/<stem>.py`` records, for every autograded exercise of a chapter, a plausible ``wrong``
+``course/answers/<stem>.py`` records, for every autograded exercise of a chapter, a plausible ``wrong``
 answer, a ``shortcut`` that breaks the exercise's stated rule (or None when it states none) and a correct
 ``alternative`` (the format is in that folder's files). Each may also be several, ``{"what it does": source}``:
 one wrong answer per requirement the exercise states, a shortcut under an alias, an alternative with a helper
@@ -23,15 +23,15 @@ from pathlib import Path
 
 import nbformat
 
-from course.exercises import BEGIN_SOLUTION, END_SOLUTION, autograded_points, nbgrader, visible_source
+from course.exercise_cells import BEGIN_SOLUTION, END_SOLUTION, autograded_points, nbgrader, visible_source
 
-REPO = Path(__file__).resolve().parents[1]
+ANSWERS = Path(__file__).resolve().with_name("answers")  # course/answers/<stem>.py
 VARIANTS = ("wrong", "shortcut", "alternative")
 
 
 def answers_dir() -> Path:
-    """Where the recorded answers are: ``ATTNLIB_ANSWERS_DIR`` (the tests' own examples) or tests/answers."""
-    return Path(os.environ.get("ATTNLIB_ANSWERS_DIR", REPO / "tests" / "answers"))
+    """Where the recorded answers are: ``ATTNLIB_ANSWERS_DIR`` (the tests' own examples) or course/answers."""
+    return Path(os.environ.get("ATTNLIB_ANSWERS_DIR", ANSWERS))
 
 
 def load_answers(stem: str, folder: Path | None = None) -> dict:

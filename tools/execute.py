@@ -7,28 +7,20 @@ The site shows the outputs stored in ``book/*.ipynb`` and ``make test`` compares
     make execute NB="book/03_softmax.ipynb book/04_weighted_sums.ipynb"
 
 Each notebook runs in a fresh kernel from its own folder with the environment nbval gives the kernels
-(``book/conftest.py``'s ``KERNEL_ENV``: one thread), so the stored last digits are the ones nbval computes.
+(tools/testsettings.py's ``ONE_THREAD``, as book/conftest.py gives them), so the stored last digits are the ones
+nbval computes.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def kernel_env() -> dict[str, str]:
-    """``KERNEL_ENV`` from book/conftest.py (loaded by path: it is pytest's file, not a package module)."""
-    spec = importlib.util.spec_from_file_location("book_conftest", REPO / "book" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.KERNEL_ENV
+from testsettings import CHAPTERS, ONE_THREAD, REPO  # tools/testsettings.py, beside this script
 
 
 def execute(path: Path, timeout_s: int) -> float:
@@ -52,11 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="notebooks at once (default: cores)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds one cell may take")
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted((REPO / "book").glob("*.ipynb"))
+    paths = args.notebooks or sorted((REPO / CHAPTERS).glob("*.ipynb"))
     wrong = [str(p) for p in paths if p.suffix != ".ipynb" or not p.is_file()]
     if wrong:
         parser.error(f"expected notebook files (book/NN_name.ipynb), got {', '.join(wrong)}")
-    os.environ.update(kernel_env())  # the kernels inherit it
+    os.environ.update(ONE_THREAD)  # the kernels inherit it
     failed = 0
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         runs = {pool.submit(execute, path.resolve(), args.timeout): path for path in paths}

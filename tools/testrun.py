@@ -1,11 +1,12 @@
-"""``make test``: lint, the site build and every test, on every core, with a timing summary at the end.
+"""``make test``: lint, the site build and every test, on every core, with a timing summary at the end;
+``make check`` (``--check``): the quick part of it.
 
 1. ``ruff check .``
 2. At once: the book build (``jupyter-book build -W``; it executes nothing, the site shows the committed
    outputs) and pytest over attnlib's tests and the chapters (``--parts unit,notebooks``): every chapter
    under strict nbval, each executed once (its recorded exercise answers graded in the same kernel:
-   book/conftest.py), and the chapters' float32 runs, spread over the cores by pytest-xdist (tests/groups.py
-   says how).
+   book/conftest.py), and the chapters' float32 runs, spread over the cores by pytest-xdist
+   (tools/pytest_scheduler.py says how).
 3. As soon as the site is built, beside step 2: the browser tests (the site in headless Chromium; BertViz
    views; JupyterLab; the print edition) and the course tests (``--parts browser,course``). On their own
    they leave a core idle about half the time (each worker waits on its browser, its server or its
@@ -15,8 +16,12 @@
 Each stage's wall time and CPU time (user + sys of its processes and the children they waited for: a
 Chromium renderer that outlives its driver is not counted) are printed at the end, with the whole machine's
 CPU time over the run (``/proc/stat``: everything, Chromium included) and the parts of the test run (unit,
-notebooks, browser, course; see tests/groups.py). Usage:
-``python tools/testrun.py [--workers N] [pytest arguments...]`` (extra arguments go to both pytest runs).
+notebooks, browser, course; see tools/testsettings.py). Usage:
+``python tools/testrun.py [--workers N] [--check] [pytest arguments...]`` (extra arguments go to every pytest run).
+
+``--check`` runs, on every core: ``ruff check .``, then one pytest run over the library's tests but those marked
+slow or browser (``tests/lib``) and, under strict nbval, the chapters changed since ``main`` (committed or not;
+none when none changed). What it leaves out, ``make test`` runs.
 """
 
 from __future__ import annotations
@@ -31,15 +36,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+import testsettings as settings  # tools/testsettings.py, beside this script
+
+REPO = settings.REPO
 BIN = Path(sys.executable).parent
 LOGS = REPO / "_build" / "test-times"
-NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
-PARTS = ("unit", "notebooks", "browser", "course")
-# Every test process and kernel computes on one thread: the workers already keep every core busy, and torch
-# on two threads beside another busy process spins and waits (the induction training test: 3 s alone,
-# 48 s with two threads under xdist). The chapter kernels use one thread anyway (book/conftest.py).
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 @dataclass
@@ -88,7 +89,7 @@ def pytest_stage(name: str, workers: int, parts: str, paths: list[str], extra: l
                "--no-loadscope-reorder", *extra]
     log = LOGS / f"{name.replace(' + ', '-')}.log"
     return Stage(name, command, log=log,
-                 env={"ATTNLIB_TEST_TIMES": str(times), **ONE_THREAD})
+                 env={"ATTNLIB_TEST_TIMES": str(times), **settings.ONE_THREAD})
 
 
 def parts(stages: list[Stage]) -> dict[str, tuple[float, float]]:
@@ -125,8 +126,8 @@ def summary(total: float, lint: Stage, build: Stage, tests: list[Stage], workers
         state = "" if stage.ok else f"  FAILED (exit {stage.returncode})"
         rows.append(f"  {what:26s} {stage.wall:7.1f} s wall {stage.cpu:8.1f} s CPU{state}")
     rows.append("  parts of the test runs:    wall span   summed test time")
-    for part, (span, seconds) in sorted(parts(tests).items(), key=lambda p: PARTS.index(p[0])
-                                        if p[0] in PARTS else 99):
+    for part, (span, seconds) in sorted(parts(tests).items(), key=lambda p: settings.PARTS.index(p[0])
+                                        if p[0] in settings.PARTS else 99):
         rows.append(f"    {part:24s} {span:7.1f} s      {seconds:7.1f} s")
     return "\n".join(rows)
 
@@ -135,8 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", os.cpu_count() or 1)),
                         help="pytest-xdist workers (default: TEST_WORKERS or the number of cores)")
+    parser.add_argument("--check", action="store_true", help="only lint, fast library tests and changed chapters")
     args, extra = parser.parse_known_args(argv)
     LOGS.mkdir(parents=True, exist_ok=True)
+    if args.check:
+        return check(args.workers, extra)
     began, before = time.monotonic(), machine_cpu()
 
     lint = Stage("lint", [str(BIN / "ruff"), "check", "."]).run()
@@ -145,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     if not lint.ok:
         print("ruff found problems (above): fix them first", file=sys.stderr)
         return 1
-    first = pytest_stage("unit + notebooks", args.workers, "unit,notebooks", ["tests", "book", *NBVAL], extra)
+    first = pytest_stage("unit + notebooks", args.workers, "unit,notebooks",
+                         ["tests", settings.CHAPTERS, *settings.NBVAL], extra)
     second = pytest_stage("browser + course", args.workers, "browser,course", ["tests"], extra)
     stages = [first]
     waiting = {first.name: first.start(), build.name: build.start()}
@@ -167,6 +172,25 @@ def main(argv: list[str] | None = None) -> int:
     busy = (after[0] - before[0], after[1] - before[1])
     print(summary(time.monotonic() - began, lint, build, stages, args.workers, busy), flush=True)
     return 0 if all(s.ok for s in [lint, build, *stages]) else 1
+
+
+def check(workers: int, extra: list[str]) -> int:
+    """``make check``: lint, then the library's fast tests and the changed chapters in one pytest-xdist run."""
+    began = time.monotonic()
+    lint = Stage("lint", [str(BIN / "ruff"), "check", "."]).run()
+    if not lint.ok:
+        print("ruff found problems (above): fix them first", file=sys.stderr)
+        return 1
+    chapters = settings.changed_chapters()
+    print(f"make check: strict nbval on {', '.join(chapters) if chapters else 'no chapter'} "
+          f"(changed since {settings.CHECK_BASE})", flush=True)
+    paths = [settings.TIERS["lib"], *chapters, *(settings.NBVAL if chapters else ())]
+    tests = Stage("tests", [str(BIN / "pytest"), *paths, "-m", settings.CHECK_MARKERS, "-q", "-n", str(workers),
+                            "--dist", "loadscope", "--no-loadscope-reorder", *extra],
+                  env=settings.ONE_THREAD).run()
+    print(f"make check: {time.monotonic() - began:.0f} s wall (lint {lint.wall:.1f} s, tests {tests.wall:.1f} s "
+          f"on {workers} workers)", flush=True)
+    return 0 if tests.ok else 1
 
 
 if __name__ == "__main__":

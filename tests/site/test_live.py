@@ -16,13 +16,14 @@ import subprocess
 import time
 from pathlib import Path
 
-import browser_utils as bu  # puts book/_ext on sys.path, as Sphinx does for the extensions
 import live_export as live
 import live_views
 import numpy as np
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from tests import browser_utils as bu
 
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
 PAGE = "book/06_real_model.html"

@@ -1,0 +1,69 @@
+"""Recorded answers to chapter 1's autograded exercises, as students might hand them in (format and grading:
+course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, book/conftest.py).
+
+Each string is the complete source of the exercise's answer cell as a student would submit it.
+"""
+
+ANSWERS = {
+    "ex1": {
+        "wrong": '''import numpy as np
+
+
+def bahdanau_scores(query, key, w_q, w_k, w):
+    """Forgets the tanh: the score becomes linear in q and k."""
+    hidden = (query @ w_q)[:, None, :] + (key @ w_k)[None, :, :]
+    return hidden @ w
+''',
+        "shortcut": {
+            "calls additive_scores": '''import torch
+
+from attnlib.alternatives import additive_scores
+
+
+def bahdanau_scores(query, key, w_q, w_k, w):
+    """Calls the library function the exercise says not to call."""
+    args = (torch.from_numpy(a) for a in (query, key, w_q, w_k, w))
+    return additive_scores(*args).numpy()
+''',
+            # the same call under another name, imported outside the function: the check follows the name
+            "calls it under an alias": '''import torch
+
+from attnlib.alternatives import additive_scores as addsc
+
+
+def bahdanau_scores(query, key, w_q, w_k, w):
+    """Calls the library function the exercise says not to call, renamed."""
+    return addsc(*(torch.from_numpy(a) for a in (query, key, w_q, w_k, w))).numpy()
+''',
+        },
+        "alternative": '''import numpy as np
+
+
+def bahdanau_scores(query, key, w_q, w_k, w):
+    """Loops over the pairs, one hidden vector each."""
+    scores = np.empty((query.shape[0], key.shape[0]))
+    for i, q in enumerate(query):
+        for j, k in enumerate(key):
+            scores[i, j] = w @ np.tanh(q @ w_q + k @ w_k)
+    return scores
+''',
+    },
+    "ex2": {
+        "wrong": '''import numpy as np
+
+
+def cosine_scores(query, key):
+    """Divides by one norm for the whole matrix instead of each vector's own length."""
+    return (query @ key.T) / (np.linalg.norm(query) * np.linalg.norm(key))
+''',
+        "shortcut": None,
+        "alternative": '''import numpy as np
+
+
+def cosine_scores(query, key):
+    """Scores first, then divide by the outer product of the lengths."""
+    lengths = np.sqrt((query**2).sum(1))[:, None] * np.sqrt((key**2).sum(1))[None, :]
+    return np.einsum("qd,kd->qk", query, key) / lengths
+''',
+    },
+}

@@ -1,0 +1,63 @@
+"""Recorded answers to chapter 2's autograded exercises, as students might hand them in (format and grading:
+course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, book/conftest.py).
+
+Each string is the complete source of the exercise's answer cell as a student would submit it.
+"""
+
+ANSWERS = {
+    "ex1": {
+        # the most common slip: the softmax sees scale · Q Kᵀ, but the chain rule's factor scale is dropped
+        "wrong": '''import numpy as np
+
+from attnlib import numpy_ops
+
+
+def score_backward(query, key, upstream, scale=None):
+    scale = 1 / np.sqrt(query.shape[-1]) if scale is None else scale
+    p = numpy_ops.softmax(scale * (query @ key.T))
+    d_scores = p * (upstream - (p * upstream).sum(axis=-1, keepdims=True))
+    return d_scores @ key, d_scores.T @ query
+''',
+        # right numbers, by asking torch's autograd: the exercise says NumPy only, no autograd
+        "shortcut": '''import numpy as np
+import torch
+
+
+def score_backward(query, key, upstream, scale=None):
+    scale = 1 / np.sqrt(query.shape[-1]) if scale is None else scale
+    q = torch.tensor(query, requires_grad=True)
+    k = torch.tensor(key, requires_grad=True)
+    (torch.softmax(scale * q @ k.T, dim=-1) * torch.tensor(upstream)).sum().backward()
+    return q.grad.numpy(), k.grad.numpy()
+''',
+        # its own stable softmax and einsum, one line per step of the chain rule
+        "alternative": '''import numpy as np
+
+
+def score_backward(query, key, upstream, scale=None):
+    if scale is None:
+        scale = query.shape[-1] ** -0.5
+    z = scale * np.einsum("qd,kd->qk", query, key)
+    p = np.exp(z - z.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    mean_g = np.einsum("qk,qk->q", p, upstream)[:, None]
+    d_raw = scale * p * (upstream - mean_g)
+    return np.einsum("qk,kd->qd", d_raw, key), np.einsum("qk,qd->kd", d_raw, query)
+''',
+    },
+    "ex2": {
+        # squares the standard deviations (variances where standard deviations belong)
+        "wrong": '''import math
+
+
+def unit_variance_factor(d_k, sigma_q, sigma_k):
+    return 1.0 / (math.sqrt(d_k) * sigma_q**2 * sigma_k**2)
+''',
+        "shortcut": None,  # the exercise states no rule
+        # from the variance directly: Var(q·k) = d_k σq² σk², and c = Var^(-1/2)
+        "alternative": '''def unit_variance_factor(d_k, sigma_q, sigma_k):
+    variance = d_k * (sigma_q * sigma_k) ** 2
+    return variance ** -0.5
+''',
+    },
+}

@@ -1,0 +1,43 @@
+"""Recorded answers to chapter 3's autograded exercises, as students might hand them in (format and grading:
+course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, book/conftest.py)."""
+
+ANSWERS = {
+    "ex1": {
+        "wrong": {
+            "overflows for large scores": '''def logsumexp(x):
+    """The textbook formula: overflows for large scores."""
+    return np.log(np.exp(x).sum(axis=-1))
+''',
+            # the exercise states it: an all -inf row must give -inf; shifting by its max (-inf) gives nan
+            "an all -inf row gives nan": '''def logsumexp(x):
+    """Shifted by the row maximum: stable for large scores, but -inf - (-inf) is nan."""
+    top = x.max(axis=-1, keepdims=True)
+    return (top + np.log(np.exp(x - top).sum(axis=-1, keepdims=True)))[..., 0]
+''',
+        },
+        "shortcut": None,
+        "alternative": '''def logsumexp(x):
+    """Shift by the row maximum, with -inf rows handled by masking instead of np.where."""
+    top = np.max(x, axis=-1)
+    safe = np.nan_to_num(top, neginf=0.0)
+    with np.errstate(divide="ignore"):
+        return safe + np.log(np.sum(np.exp(x - safe[..., None]), axis=-1))
+''',
+    },
+    "ex2": {
+        "wrong": '''def sliding_window_mask(length, window):
+    """Off by one: lets each query see `window` earlier tokens plus itself."""
+    offset = np.arange(length)[:, None] - np.arange(length)[None, :]
+    return (offset >= 0) & (offset <= window)
+''',
+        "shortcut": None,
+        "alternative": '''def sliding_window_mask(length, window):
+    """Two loops, one entry at a time."""
+    mask = np.zeros((length, length), dtype=bool)
+    for i in range(length):
+        for j in range(max(0, i - window + 1), i + 1):
+            mask[i, j] = True
+    return mask
+''',
+    },
+}

@@ -1,0 +1,57 @@
+"""Recorded answers to chapter 4's autograded exercises, as students might hand them in (format and grading:
+course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, book/conftest.py)."""
+
+ANSWERS = {
+    "ex1": {
+        "wrong": {
+            "one padding-style mask for every query": '''def packed_attention(query, key, value, segments):
+    """One (B, 1, L) mask for all queries, as for padding: the keys of the sequence the row starts with."""
+    segments = np.asarray(segments)
+    keep = (segments == segments[:, :1])[:, None, :]
+    scores = query @ key.transpose(0, 2, 1) / np.sqrt(query.shape[-1])
+    weights = nops.softmax(np.where(keep, scores, -np.inf))
+    return weights @ value, weights
+''',
+            "forgets the 1/sqrt(dk) scale": '''def packed_attention(query, key, value, segments):
+    """The right mask, but unscaled scores."""
+    segments = np.asarray(segments)
+    same = segments[:, :, None] == segments[:, None, :]
+    weights = nops.softmax(np.where(same, query @ key.transpose(0, 2, 1), -np.inf))
+    return weights @ value, weights
+''',
+        },
+        "shortcut": '''def packed_attention(query, key, value, segments):
+    """Calls the library's attention, which the exercise forbids."""
+    segments = np.asarray(segments)
+    same = segments[:, :, None] == segments[:, None, :]
+    return nops.scaled_dot_product_attention(query, key, value, attn_mask=same)
+''',
+        "alternative": '''def packed_attention(query, key, value, segments):
+    """One sequence at a time: gather its positions, attend among them, put the weights back in place."""
+    segments = np.asarray(segments)
+    batch, length, _ = query.shape
+    weights = np.zeros((batch, length, length))
+    for b in range(batch):
+        for s in np.unique(segments[b]):
+            idx = np.flatnonzero(segments[b] == s)
+            scores = np.einsum("qd,kd->qk", query[b, idx], key[b, idx]) / np.sqrt(query.shape[-1])
+            weights[b][np.ix_(idx, idx)] = nops.softmax(scores)
+    return np.einsum("bqk,bkv->bqv", weights, value), weights
+''',
+    },
+    "ex2": {
+        "wrong": '''def running_mean(value):
+    """Uniform weights over all rows: the overall mean, not the running one."""
+    zeros = np.zeros((value.shape[0], 1))
+    output, _ = nops.scaled_dot_product_attention(zeros, zeros, value)
+    return output
+''',
+        "shortcut": None,
+        "alternative": '''def running_mean(value):
+    """Equal scores from any constant query and key, with a boolean causal mask instead of is_causal."""
+    ones = np.ones((value.shape[0], 3))
+    output, _ = nops.scaled_dot_product_attention(ones, ones, value, attn_mask=nops.causal_mask(value.shape[0]))
+    return output
+''',
+    },
+}

@@ -1,0 +1,54 @@
+"""Recorded answers to chapter 8's autograded exercises, as students might hand them in (format and grading:
+course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, book/conftest.py).
+
+Each string is the complete source of the exercise's answer cell as a student would submit it.
+"""
+
+ANSWERS = {
+    "ex1": {
+        # the most common slip: adding the two states without rescaling them to a common maximum
+        "wrong": '''import torch
+
+
+def merge_states(state_a, state_b):
+    (max_a, sum_a, acc_a), (max_b, sum_b, acc_b) = state_a, state_b
+    return torch.maximum(max_a, max_b), sum_a + sum_b, acc_a + acc_b
+''',
+        "shortcut": None,  # the exercise states no rule
+        # stacks the two states and weighs them in one go, instead of naming each rescaling
+        "alternative": '''import torch
+
+
+def merge_states(state_a, state_b):
+    maxes = torch.stack([state_a[0], state_b[0]])  # (2, ..., Lq)
+    new_max = maxes.amax(dim=0)
+    reference = torch.nan_to_num(new_max, neginf=0.0)  # a row nobody saw: compare with 0, not -inf
+    weights = torch.exp(maxes - reference)  # (2, ..., Lq)
+    sums = (weights * torch.stack([state_a[1], state_b[1]])).sum(dim=0)
+    accs = (weights[..., None] * torch.stack([state_a[2], state_b[2]])).sum(dim=0)
+    return new_max, sums, accs
+''',
+    },
+    "ex2": {
+        # floor instead of ceiling: forgets the last, partial block
+        "wrong": '''def causal_tiles(length, block_size):
+    n = length // block_size
+    return n * (n + 1) // 2
+''',
+        # right count, but by walking the grid the exercise says not to build
+        "shortcut": '''import math
+
+
+def causal_tiles(length, block_size):
+    n = math.ceil(length / block_size)
+    return sum(1 for row in range(n) for col in range(row + 1))
+''',
+        "alternative": '''import math
+
+
+def causal_tiles(length, block_size):
+    n = math.ceil(length / block_size)
+    return (n * n + n) // 2
+''',
+    },
+}

@@ -1,0 +1,385 @@
+"""attnlib.views.plots: heatmaps, head grids and compact inline PNGs."""
+
+import base64
+import io
+import json
+import re
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from attnlib.views import plots
+
+
+def _weights(h=2, lq=3, lk=4, seed=0):
+    return torch.softmax(torch.randn(h, lq, lk, generator=torch.Generator().manual_seed(seed)), dim=-1)
+
+
+def test_to_numpy_copies_tensors_of_any_dtype():
+    t = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
+    out = plots.to_numpy(t)
+    assert isinstance(out, np.ndarray) and out.shape == (2, 3)
+    np.testing.assert_array_equal(out, np.arange(6).reshape(2, 3))
+
+
+def test_heatmap_draws_the_matrix_with_labels_and_annotations():
+    w = _weights()[0]
+    ax = plots.heatmap(w, ["a", "b", "c"], ["w", "x", "y", "z"], title="t")
+    np.testing.assert_allclose(ax.images[0].get_array(), w.numpy())
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["w", "x", "y", "z"]
+    assert len(ax.texts) == 12 and ax.texts[0].get_text() == f"{w[0, 0].item():.2f}"
+    plt.close("all")
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(weights=np.zeros(3)), r"expected weights of shape \(Lq, Lk\), got \(3,\)"),
+    (dict(weights=np.zeros((2, 2)), row_labels=["a"]), r"expected 2 row_labels .* got 1"),
+])
+def test_heatmap_rejects_bad_shapes(bad, message):
+    with pytest.raises(ValueError, match=message):
+        plots.heatmap(**bad)
+
+
+def test_heatmap_shows_dollar_tokens_as_text_not_mathtext():
+    tokens = ["$$", "$x^2$", "$_$", "cat"]  # as mathtext: a ValueError, a superscript, a ValueError
+    ax = plots.heatmap(np.eye(4), tokens, tokens)
+    ax.figure.canvas.draw()  # raises if any label is parsed as mathtext
+    expected = [r"\$\$", r"\$x^2\$", r"\$_\$", "cat"]  # escaped dollars: drawn as written
+    assert [label.get_text() for label in ax.get_xticklabels()] == expected
+    assert [label.get_text() for label in ax.get_yticklabels()] == expected
+    plt.close(ax.figure)
+
+
+def test_head_grid_has_one_panel_per_head():
+    fig = plots.head_grid(_weights(h=3), ["a", "b", "c", "d"], query_tokens=["a", "b", "c"], ncols=2)
+    drawn = [ax for ax in fig.axes if ax.images]
+    assert len(drawn) == 3 and [ax.get_title() for ax in drawn] == ["head 0", "head 1", "head 2"]
+    with pytest.raises(ValueError, match=r"expected weights of shape \(H, Lq, Lk\), got \(3, 4\)"):
+        plots.head_grid(_weights()[0], ["a"])
+    plt.close("all")
+
+
+def test_palette_png_is_smaller_and_keeps_the_picture():
+    fig, ax = plt.subplots(figsize=(3, 3))
+    plots.heatmap(_weights(lq=5, lk=5)[0], ax=ax)
+    full = io.BytesIO()
+    fig.savefig(full, format="png", dpi=72, bbox_inches="tight")
+    compact = plots.palette_png(fig, colors=64)
+    assert len(compact) < len(full.getvalue())
+    a = np.asarray(Image.open(io.BytesIO(compact)).convert("RGB"), dtype=float)
+    b = np.asarray(Image.open(full).convert("RGB"), dtype=float)
+    assert a.shape == b.shape and np.abs(a - b).mean() < 8  # same picture, fewer colours
+    plt.close("all")
+
+
+def _dense_figure():
+    """A figure that is cheaper as pixels than as vectors (20 000 points)."""
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.scatter(*np.random.default_rng(0).random((2, 20_000)), s=1)
+    return fig
+
+
+def test_figure_to_html_is_an_inline_2x_png_with_escaped_alt():
+    fig = _dense_figure()
+    html = plots.figure_to_html(fig, alt='a "quoted" <alt>')
+    assert html.startswith('<img alt="a &quot;quoted&quot; &lt;alt&gt;. 20000 plotted points." width="')
+    payload = html.split("base64,")[1].rstrip('"/>')
+    png = base64.b64decode(payload)
+    assert png.startswith(b"\x89PNG")
+    width = int(html.split('width="')[1].split('"')[0])
+    assert width == -(-Image.open(io.BytesIO(png)).size[0] // 2)  # drawn at twice the size it is shown
+    assert not plt.get_fignums()  # the figure was closed
+
+
+def test_figure_to_html_describes_the_figure_by_default():
+    fig, ax = plt.subplots()
+    plots.heatmap(np.array([[0.9, 0.1], [0.3, 0.7]]), ["q1", "q2"], ["k1", "k2"], ax=ax, title="toy")
+    html = plots.figure_to_html(fig)
+    alt = re.search(r'(?:alt|aria-label)="([^"]*)"', html).group(1)
+    assert alt.startswith("&quot;toy&quot;: heatmap of 2 rows (query) by 2 columns (key)")
+    assert "q1: k1 0.9; q2: k2 0.7" in alt and "each row sums to 1" in alt
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    titled = re.search(r'(?:alt|aria-label)="([^"]*)"', plots.figure_to_html(fig, alt="the diagonal")).group(1)
+    assert titled.startswith("the diagonal. a curve rises from 0 to 1")  # the caller's title, then the content
+
+
+def test_html_heatmap_shades_cells_and_escapes_labels():
+    m = np.array([[0.0, 0.5], [1.0, 0.25]])
+    table = plots.html_heatmap(m, ["<b>q</b>", "r"], ["k1", "k&2"], caption="<i>c</i>")
+    assert "&lt;b&gt;q&lt;/b&gt;" in table and "k&amp;2" in table and "&lt;i&gt;c&lt;/i&gt;" in table
+    assert "<b>" not in table and "<i>" not in table
+    assert table.count("<td style") == 4 and ">0.50</td>" in table
+    assert "background:#1f77b4;color:#fff" in table  # the 1.0 cell at vmax=1
+    relative = plots.html_heatmap(m / 4, ["a", "b"], ["x", "y"], vmax=None)
+    assert "background:#1f77b4" in relative  # shaded against the matrix's own maximum
+    with pytest.raises(ValueError, match=r"expected 2 col_labels .* got 1"):
+        plots.html_heatmap(m, ["a", "b"], ["x"])
+
+
+def test_heatmap_has_a_colour_bar_and_centres_signed_scores_at_zero():
+    ax = plots.heatmap(np.array([[-2.0, 1.0], [0.5, 0.0]]), title="scores")
+    image = ax.images[0]
+    assert image.get_cmap().name == plots.DIVERGING
+    assert image.norm.vmin == -2.0 and image.norm.vmax == 2.0  # symmetric: white is 0
+    bars = [a for a in ax.figure.axes if plots._is_colorbar(a)]
+    assert len(bars) == 1 and bars[0]._colorbar.mappable is image
+    weights = plots.heatmap(np.array([[0.2, 0.8], [0.5, 0.5]]))
+    assert weights.images[0].get_cmap().name == "viridis"
+    assert not any(plots._is_colorbar(a) for a in plots.heatmap(np.eye(2), colorbar=False).figure.axes)
+    plt.close("all")
+
+
+def test_annotations_contrast_with_their_cells():
+    ax = plots.heatmap(np.array([[0.0, 1.0]]), vmin=0, vmax=1, cmap="viridis")
+    # viridis: 0 is dark purple (white text), 1 is light yellow (black text)
+    assert [t.get_color() for t in ax.texts] == ["white", "black"]
+    plt.close("all")
+
+
+def test_head_grid_shares_one_colour_bar():
+    fig = plots.head_grid(_weights(h=3), ["a", "b", "c", "d"], query_tokens=["a", "b", "c"], ncols=2)
+    bars = [a for a in fig.axes if plots._is_colorbar(a)]
+    assert len(bars) == 1 and bars[0].get_ylabel() == "weight"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # chapters call tight_layout again after changing labels
+        fig.set_size_inches(8, 5)
+        fig.tight_layout()
+    plt.close("all")
+
+
+def test_describe_figure_reads_curves_bars_and_panels():
+    fig, (left, right) = plt.subplots(1, 2)
+    left.plot([1, 2, 4], [1, 4, 16], label="squares")
+    left.axhline(3)  # a reference line: not described
+    left.set(xlabel="n", ylabel="n squared", title="growth")
+    right.bar(range(3), [0.2, 0.5, 0.3])
+    right.set_xticks(range(3), ["the", "cat", "sat"])
+    text = plots.describe_figure(fig)
+    assert text.startswith("Figure with 2 panels. Panel 1: \"growth\": n squared against n; squares rises from 1 to 16")
+    assert "Panel 2:" in text and "3 bars, tallest cat at 0.5, lowest the at 0.2" in text
+    fig.suptitle("two views")
+    assert plots.describe_figure(fig).startswith('Figure with 2 panels, "two views". ')
+    plt.close("all")
+
+
+def test_figure_png_carries_its_description_and_scale():
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [1, 0], label="down")
+    png, meta = plots.figure_png(fig)
+    text = plots.png_text(png)
+    assert text[plots.ALT_KEY] == meta["alt"] == plots.describe_figure(fig) and "down falls from 1 to 0" in meta["alt"]
+    assert text[plots.SCALE_KEY] == "2"
+    width, height = Image.open(io.BytesIO(png)).size
+    assert (meta["width"], meta["height"]) == (-(-width // 2), -(-height // 2))
+    assert meta["width"] == pytest.approx(3 * 72, abs=30)  # shown at 72 dpi, whatever the tight box trims
+    plt.close("all")
+
+
+def test_use_compact_figures_gives_described_2x_images():
+    from IPython.core.interactiveshell import InteractiveShell  # noqa: PLC0415 - only this test needs a shell
+
+    shell = InteractiveShell.instance()
+    try:
+        plots.use_compact_figures()
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.set_title("a title")
+        data, metadata = shell.display_formatter.format(fig)
+        assert data["image/png"].startswith(b"\x89PNG")
+        assert metadata["image/png"]["alt"].startswith('"a title"') and metadata["image/png"]["width"] > 0
+    finally:
+        InteractiveShell.clear_instance()
+        plt.close("all")
+
+
+def test_html_heatmap_colours_are_opaque_and_readable():
+    table = plots.html_heatmap(np.array([[0.0, 1.0]]), ["q"], ["a", "b"], caption="c")
+    cells = re.findall(r"background:(#[0-9a-f]{6});color:(#[0-9a-f]{3})", table)
+    assert cells == [("#ffffff", "#000"), ("#1f77b4", "#fff")]
+    assert '<th scope="row">q</th>' in table and '<th scope="col">a</th>' in table
+    assert "linear-gradient(90deg,#fff,#1f77b4)" in table  # the colour bar
+
+
+def test_small_charts_become_inline_svg_with_unique_ids():
+    def chart(title):
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.bar(range(3), [0.2, 0.5, 0.3])
+        ax.set_title(title)
+        return fig
+
+    first, second = plots.figure_to_html(chart("one")), plots.figure_to_html(chart("two"))
+    assert first.startswith('<svg role="img" aria-label="&quot;one&quot;: 3 bars, tallest')
+    assert "<text" in first and "<metadata>" not in first and "<?xml" not in first  # text stays text
+    ids = [set(re.findall(r'\bid="([^"]+)"', html)) for html in (first, second)]
+    assert ids[0] and not ids[0] & ids[1]  # two figures on one page never share an id
+    for html, own in zip((first, second), ids, strict=True):
+        assert set(re.findall(r"url\(#([^)]+)\)", html)) <= own  # every reference points inside its figure
+    assert first == plots.figure_to_html(chart("one"))  # deterministic: same figure, same markup
+    dense = plots.figure_to_html(_dense_figure())
+    assert dense.startswith("<img") and "data:image/png;base64," in dense  # pixels are cheaper here
+    assert not plt.get_fignums()
+
+
+def test_colour_images_say_which_rows_change_sharply():
+    fig, ax = plt.subplots()
+    smooth = np.linspace(0, 1, 50)[None, :, None] * np.ones((1, 1, 3))
+    steps = np.repeat(np.eye(3)[None, [0, 0, 1, 1, 2]], 10, axis=1)  # (1, 50, 3): two jumps of colour
+    ax.imshow(np.concatenate([smooth, steps]), aspect="auto")
+    ax.set_yticks([0, 1], ["soft", "hard"])
+    ax.set(xlabel="direction", title="lookup")
+    text = plots.describe_figure(fig)
+    assert text == ('"lookup": colour grid of 2 rows by 50 columns along direction; soft: changes gradually; '
+                    "hard: 2 sharp colour changes.")
+    plt.close("all")
+
+
+# --- true text alternatives, and colour bars, of every figure ---------------------------------------------
+
+DEGENERATE = re.compile(r"from (-?[\d.e+-]+) to \1(?![\d.])")  # "from 3.5 to 3.5": a range that is a point
+PLACEHOLDER = re.compile(r"\((rows|columns)\)")
+EMPTY_NAME = re.compile(r"(^|[;:.] )\s*:|:  |: ;")  # a label with nothing before its colon ("[CLS]:  0.98")
+
+
+def alt_problems(alt: str) -> list[str]:
+    """What is wrong with a generated text alternative (empty when nothing)."""
+    problems = [f"degenerate range {m.group(0)!r}" for m in DEGENERATE.finditer(alt)]
+    problems += [f"placeholder {m.group(0)!r}" for m in PLACEHOLDER.finditer(alt)]
+    problems += [f"empty label near {alt[max(m.start() - 20, 0):m.end() + 10]!r}" for m in EMPTY_NAME.finditer(alt)]
+    panels = re.findall(r"Panel \d+: (.*?)(?= Panel \d+: |$)", alt)
+    if len(panels) != len(set(panels)):
+        problems.append("two panels described identically")
+    return problems
+
+
+def test_describer_reads_reference_lines_flat_lines_arrows_and_legends():
+    fig, (left, middle, right) = plt.subplots(1, 3)
+    left.plot([24, 500, 999], [3.47] * 3, label="guessing")
+    left.axvline(3.5, color="red")
+    left.set(xlabel="training step", ylabel="loss")
+    middle.annotate("", xy=(2, 1), xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": "tab:green"})
+    middle.plot([], [], color="tab:green", label="key k")
+    middle.legend()
+    for offset, label in ((-0.2, "step 0"), (0.2, "step 100")):
+        right.bar(np.arange(3) + offset, [0.1, 0.5, 0.2] if offset < 0 else [0.3, 0.3, 0.3], width=0.4, label=label)
+    right.set_xticks(range(3), ["layer 1\nhead 0", "layer 1\nhead 1", "layer 2\nhead 0"])
+    text = plots.describe_figure(fig)
+    assert alt_problems(text) == [], text
+    assert "guessing: a horizontal line at loss = 3.47" in text and "a vertical line at training step = 3.5" in text
+    assert "arrow key k: from (0, 0) to (2, 1)" in text
+    assert 'bars "step 0": 3 bars, tallest layer 1 head 1 at 0.5' in text
+    assert 'bars "step 100": 3 bars, all at 0.3' in text
+    plt.close("all")
+
+
+def test_describer_names_panels_of_a_grid_and_tells_heads_apart():
+    weights = np.zeros((2, 16, 16))
+    weights[0, np.arange(16), np.maximum(np.arange(16) - 1, 0)] = 1  # previous token
+    weights[1, np.arange(16), np.maximum(np.arange(16) - 7, 0)] = 1  # seven back
+    fig = plots.head_grid(weights, [f"t{i}" for i in range(16)], ncols=2)
+    for ax in fig.axes[1:2]:
+        ax.set_yticklabels([])
+        ax.set_ylabel("")
+    text = plots.describe_figure(fig)
+    assert alt_problems(text) == [], text
+    assert "1 position before the query" in text and "7 positions before the query" in text
+    assert text.count("(query)") == 2  # the blank panel borrows its neighbour's axis name
+    flat = plots.describe_figure(plots.heatmap(np.zeros((1, 3)), ["a"], ["x", "y", "z"]).figure)
+    assert "every value 0" in flat and alt_problems(flat) == []
+    plt.close("all")
+
+
+def _chapter_images():
+    """(chapter, cell id, PNG bytes, alt) of every figure a chapter stores, and of its explorers' states."""
+    import nbformat  # noqa: PLC0415
+
+    for path in sorted((Path(__file__).resolve().parents[2] / "book").glob("0*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        for cell in notebook.cells:
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                if "image/png" in data:
+                    alt = output.get("metadata", {}).get("image/png", {}).get("alt", "")
+                    yield path.stem, cell.get("id"), base64.b64decode(data["image/png"]), alt
+
+
+def _explorer_states():
+    """(chapter, [alt of each state]) of every explorer a chapter stores (widget state)."""
+    import html as html_module  # noqa: PLC0415
+
+    for path in sorted((Path(__file__).resolve().parents[2] / "book").glob("0*.ipynb")):
+        widgets = json.loads(path.read_text(encoding="utf-8"))["metadata"].get("widgets", {})
+        text = json.dumps(widgets, ensure_ascii=False)
+        alts = [html_module.unescape(a) for a in re.findall(r'(?:alt|aria-label)=\\"(.*?)\\"', text)]
+        yield path.stem, [a for a in alts if len(a) > 40]
+
+
+def test_every_chapter_figure_has_a_true_description():
+    checked = 0
+    for chapter, cell, _, alt in _chapter_images():
+        assert alt, f"{chapter} cell {cell}: no description"
+        assert alt_problems(alt) == [], f"{chapter} cell {cell}: {alt_problems(alt)} in {alt[:300]}"
+        checked += 1
+    for chapter, alts in _explorer_states():
+        for alt in alts:
+            assert alt_problems(alt) == [], f"{chapter} explorer state: {alt_problems(alt)} in {alt[:300]}"
+        assert len(alts) == len(set(alts)), f"{chapter}: two explorer states described identically"
+    assert checked > 30
+
+
+def test_every_chapter_figure_has_one_colour_bar_per_heatmap_or_one_shared_beside_them():
+    counted = 0
+    for chapter, cell, png, _ in _chapter_images():
+        census = plots.png_text(png).get(plots.COLORBARS_KEY)
+        assert census, f"{chapter} cell {cell}: figure stored without its colour-bar census (re-execute it)"
+        census = json.loads(census)
+        assert census["colorbars"] <= census["heatmaps"], f"{chapter} cell {cell}: stray colour bars {census}"
+        assert census["overlaps"] == [], f"{chapter} cell {cell}: a colour bar drawn over a panel {census}"
+        counted += 1
+    assert counted > 30
+
+
+def test_colour_bar_census_sees_a_bar_drawn_over_a_panel():
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        plots.heatmap(np.eye(3), ax=ax)  # a bar beside each panel
+    assert plots.colour_bars(fig) == {"heatmaps": 2, "colorbars": 2, "overlaps": []}
+    fig.colorbar(axes[0].images[0], ax=axes)  # ... and one more for both: three bars for two heatmaps
+    assert plots.colour_bars(fig)["colorbars"] == 3
+    inset = fig.add_axes(axes[0].get_position().bounds)  # a bar placed right on top of a panel
+    fig.colorbar(axes[0].images[0], cax=inset)
+    assert plots.colour_bars(fig)["overlaps"]
+    plt.close("all")
+
+
+def test_every_chapter_figure_writes_cell_numbers_legible_on_a_phone():
+    """Cell numbers are >= 9 CSS px at the figure's own size; book/_ext/a11y.py keeps a figure at that size on
+    a 390 px phone (it scrolls in its box) whenever fitting it into the column would shrink them below 9 px."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("a11y", Path(__file__).resolve().parents[2] / "book/_ext/a11y.py")
+    a11y = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(a11y)
+
+    numbered = 0
+    for chapter, cell, png, _ in _chapter_images():
+        chunks = plots.png_text(png)
+        if plots.CELL_TEXT_KEY not in chunks:
+            continue
+        px = float(chunks[plots.CELL_TEXT_KEY])
+        assert px >= a11y.LEGIBLE_PX, f"{chapter} cell {cell}: cell numbers {px} CSS px"
+        width = -(-Image.open(io.BytesIO(png)).size[0] // int(chunks[plots.SCALE_KEY]))
+        shown = px * (1 if a11y.shrinks_illegibly(width, px) else min(1, a11y.PHONE_COLUMN / width))
+        assert shown >= a11y.LEGIBLE_PX, f"{chapter} cell {cell}: {shown:.1f} CSS px on a phone"
+        numbered += 1
+    assert numbered > 10
+    assert a11y.shrinks_illegibly(711, 9) and not a11y.shrinks_illegibly(300, 9)
+    assert not a11y.shrinks_illegibly(900, None)  # no numbers in its cells: it may shrink

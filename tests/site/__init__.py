@@ -1,0 +1,1 @@
+"""The built site (``make book``) in headless Chromium: every page, accessibility, the print edition."""

@@ -1,0 +1,523 @@
+"""Accessibility of the built website (WCAG 2.1 AA), tried in headless Chromium as readers use it.
+
+Every page of the built site (every ``.html`` page ``make book`` wrote, not a fixed list) is opened in
+light and dark mode at 1280 px and 390 px; axe-core (npm, ``package.json``) is injected and must find
+no violation of its ``wcag2a``, ``wcag2aa``, ``wcag21a`` and ``wcag21aa`` rules. Best-practice findings
+are counted and printed per page (and written to ``_build/a11y/axe.json``), not failed. The tests of one
+page run together in one worker (tools/pytest_scheduler.py), the pages spread over the workers.
+
+Also: no figure's text alternative is a file path or a generic word; no page is wider than a 320 px
+screen (WCAG 1.4.10 reflow: code blocks may scroll inside themselves, the page may not); every
+explorer control is reached with Tab and changed with the arrow keys, and the shown state follows;
+BertViz's head toggles and thumbnails work from the keyboard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from tests import browser_utils as bu
+from tests.browser_utils import print_book  # book/_ext/print_book.py
+
+pytestmark = pytest.mark.browser
+
+SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
+REPORT = SITE.parent / "a11y" / "axe.json"
+AXE, WCAG_TAGS = bu.AXE, bu.WCAG_TAGS
+MODES = ["light", "dark"]
+WIDTHS = [1280, 390]
+SKIP_DIRS = {"_static", "_sources", "_images", "_sphinx_design_static", "_panels_static"}
+GENERIC_ALT = {"", "figure", "image", "img", "png", "plot", "chart", "graph", "picture", "output", "none"}
+
+
+def site_pages(site: Path = SITE) -> list[str]:
+    """Every page of the built site, as paths relative to it ('book/01_dot_products.html'); redirects left out."""
+    if not site.is_dir():
+        return []
+    pages = []
+    for path in sorted(site.rglob("*.html")):
+        relative = path.relative_to(site)
+        if SKIP_DIRS & set(relative.parts):
+            continue
+        head = path.read_text(encoding="utf-8", errors="replace")[:2000].lower()
+        if 'http-equiv="refresh"' in head:
+            continue  # index.html only forwards to the root page
+        pages.append(relative.as_posix())
+    return pages
+
+
+PAGES = site_pages()
+
+
+def _require_site() -> None:
+    if not PAGES:
+        pytest.fail(f"expected the built book in {SITE}: run `make book` first", pytrace=False)
+    if not AXE.is_file():
+        pytest.fail(f"expected axe-core at {AXE}: run `npm ci` (make setup)", pytrace=False)
+
+
+# --- opening a page and waiting until everything is drawn -----------------------------------------------
+
+READY = print_book.READY  # the same wait as the print edition: math typeset, widgets and views drawn
+OPENED = "return window.attnlibTestOpened || null;"  # set on the page by open_page: gone after any navigation
+SET_MODE, SETTLED = bu.SET_MODE, bu.SETTLED
+
+
+def open_page(driver, base_url: str, page: str, mode: str = "light", reuse: bool = False) -> bool:
+    """Load ``page`` in ``mode``; returns whether widgets, MathJax and BertViz finished drawing.
+
+    With ``reuse``, a page this driver already shows (drawn, opened with reuse, and so far only read: by
+    axe-core, or by a test that measures it) is not loaded again: only its mode is switched, as the theme's
+    own switch does (a fresh load gets its mode the same way, after loading), and the colour transitions are
+    waited out. A test that then changes the page (keys pressed, views toggled) calls ``touched`` first, so
+    the next test loads it afresh: every test still starts from the page as a reader first sees it.
+    """
+    opened = driver.execute_script(OPENED) if reuse else None
+    if opened and opened["page"] == page and opened["ready"]:
+        driver.execute_script(SET_MODE, mode)
+        driver.execute_async_script(SETTLED)
+        driver.execute_script("window.attnlibA11y && window.attnlibA11y.fixAll();")
+        return True
+    driver.get(f"{base_url}{page}")
+    driver.execute_script(SET_MODE, mode)
+    ready = driver.execute_async_script(READY)
+    driver.execute_script("window.attnlibA11y && window.attnlibA11y.fixAll();")
+    time.sleep(0.2)
+    if reuse:  # until a test changes it (``touched``), the next test may take the page as it is
+        driver.execute_script("window.attnlibTestOpened = {page: arguments[0], ready: arguments[1]};", page, ready)
+    return ready
+
+
+def touched(driver) -> None:
+    """Say that the shown page is about to change (keys, toggles): the next ``open_page`` loads it again."""
+    driver.execute_script("window.attnlibTestOpened = null;")
+
+
+@pytest.fixture(scope="module")
+def server():
+    _require_site()
+    bu.require_chromium()
+    with bu.serve(SITE) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def browsers(server):
+    """One Chromium per window width, opened on first use."""
+    opened, stack = {}, []
+
+    def get(width: int):
+        if width not in opened:
+            context = bu.chromium(width=width, height=900)
+            opened[width] = context.__enter__()
+            opened[width].set_script_timeout(180)
+            stack.append(context)
+        return opened[width]
+
+    yield get
+    for context in reversed(stack):
+        context.__exit__(None, None, None)
+
+
+# --- axe-core on every page, light and dark, desktop and phone ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def axe_results(browsers):
+    """{(page, mode, width): violations}, filled as the tests ask (a page's runs share a worker: BY_PAGE)."""
+    return {}
+
+
+run_axe = bu.run_axe
+
+
+# figures that book/_ext/a11y.py marks as keeping their size on a phone (their cell numbers would be < 9 px)
+SHRUNK = """
+return Array.from(document.querySelectorAll('img.attnlib-wide-figure'))
+  .filter(i => i.getBoundingClientRect().width + 1 < Number(i.getAttribute('width')))
+  .map(i => i.getAttribute('width') + ' shown ' + Math.round(i.getBoundingClientRect().width));
+"""
+
+
+def _is_wcag(violation: dict) -> bool:
+    return bool(set(violation["tags"]) & set(WCAG_TAGS))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("page", PAGES)
+def test_axe_finds_no_wcag_violation(page, mode, width, browsers, server, axe_results):
+    driver = browsers(width)
+    ready = open_page(driver, server, page, mode, reuse=True)  # light, then dark on the same loaded page
+    assert ready, f"{page}: widgets, MathJax or BertViz did not finish drawing"
+    assert driver.execute_script("return document.documentElement.dataset.theme") == mode
+    violations = run_axe(driver)
+    axe_results[(page, mode, width)] = violations
+    shrunk = driver.execute_script(SHRUNK)
+    assert shrunk == [], f"{page} at {width} px: figures shrunk below their size, cell numbers under 9 px: {shrunk}"
+    wcag = [v for v in violations if _is_wcag(v)]
+    details = "\n".join(f"  {v['id']} ({v['impact']}, {v['count']} nodes): {v['help']}\n    "
+                        + "\n    ".join(f"{n['target']}: {n['summary']}" for n in v["nodes"]) for v in wcag)
+    assert wcag == [], f"{page} ({mode}, {width} px): {len(wcag)} WCAG 2.1 A/AA violations\n{details}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_best_practice_findings_are_reported(page, axe_results, capsys):
+    """After a page's axe runs: its best-practice findings (reported, not failed), printed and written to
+    ``_build/a11y/axe/``; REPORT (``axe.json``) merges every page's file."""
+    runs = {(page, mode, width) for mode in MODES for width in WIDTHS}
+    mine = {key: violations for key, violations in axe_results.items() if key in runs}
+    assert set(mine) == runs, f"{page}: axe ran on {len(mine)} of its {len(runs)} mode and width combinations"
+    rows: dict[str, set] = {}
+    for (_, mode, width), violations in mine.items():
+        for v in violations:
+            if not _is_wcag(v):
+                rows.setdefault(v["id"], set()).add((mode, width))
+    total = sum(v["count"] for vs in mine.values() for v in vs if not _is_wcag(v))
+    with capsys.disabled():
+        print(f"\naxe-core best-practice findings on {page} ({len(mine)} runs): {total} nodes, {len(rows)} rules"
+              + "".join(f", {rule} ({len(where)} runs)" for rule, where in sorted(rows.items())))
+    folder = REPORT.parent / "axe"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{page.replace('/', '__')}.json").write_text(
+        json.dumps({"|".join(map(str, k)): v for k, v in mine.items()}, indent=1), encoding="utf-8")
+    merged = {}  # this page's file is written first, so whichever page finishes last merges them all
+    for name in sorted(f"{p.replace('/', '__')}.json" for p in PAGES):
+        if (folder / name).is_file():
+            merged.update(json.loads((folder / name).read_text(encoding="utf-8")))
+    tmp = REPORT.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(merged, indent=1), encoding="utf-8")
+    tmp.replace(REPORT)
+
+
+# --- figures' text alternatives --------------------------------------------------------------------------
+
+
+class Images(HTMLParser):
+    """Every <img> of a page, including those inside saved widget states (explorer views)."""
+
+    def __init__(self):
+        super().__init__()
+        self.images: list[dict] = []
+        self._state = False
+        self.states: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "img":
+            self.images.append(attrs)
+        if tag == "svg" and attrs.get("role") == "img":  # an inline SVG figure (explorer states)
+            self.images.append({"alt": attrs.get("aria-label"), "src": "inline-svg"})
+        if tag == "script" and attrs.get("type") == "application/vnd.jupyter.widget-state+json":
+            self._state = True
+            self.states.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self._state = False
+
+    def handle_data(self, data):
+        if self._state:
+            self.states[-1] += data
+
+
+def _strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def page_images(page: str) -> list[dict]:
+    """The attributes of every image on ``page``: its own and those of every explorer state."""
+    parser = Images()
+    parser.feed((SITE / page).read_text(encoding="utf-8"))
+    images = list(parser.images)
+    for state in parser.states:
+        for text in _strings(json.loads(state)):
+            if "<img" in text:
+                inner = Images()
+                inner.feed(text)
+                images += inner.images
+    return images
+
+
+PATH_LIKE = re.compile(r"(^|/)[^\s/]+\.(png|jpe?g|svg|gif)$|^[0-9a-f]{16,}|^_?(build|images|static)/|^\.\./", re.I)
+
+
+def bad_alt(image: dict) -> str | None:
+    """Why an image's alt text says nothing (a path, a generic word, missing), or None when it describes."""
+    if image.get("role") == "presentation" or image.get("aria-hidden") == "true":
+        return None
+    alt = image.get("alt")
+    if alt is None:
+        return "no alt attribute"
+    if alt.strip().lower() in GENERIC_ALT:
+        return f"generic alt {alt!r}"
+    if PATH_LIKE.search(alt.strip()):
+        return f"path-like alt {alt!r}"
+    return None
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_figures_have_descriptive_alt_text(page):
+    _require_site()
+    images = [i for i in page_images(page) if "logo" not in (i.get("class") or "")]
+    bad = [(reason, (i.get("src") or "")[:60]) for i in images if (reason := bad_alt(i))]
+    assert bad == [], f"{page}: {len(bad)} of {len(images)} images without a describing alt text: {bad[:5]}"
+
+
+def test_chapter_figures_say_what_they_show():
+    """Every chapter figure is described from its content: a panel, a heatmap, curves, bars or points."""
+    _require_site()
+    chapters = [p for p in PAGES if re.match(r"book/0\d_", p)]
+    assert chapters, PAGES
+    words = re.compile(r"heatmap|colour grid|against|rises|falls|varies|bars|points|Figure")
+    for page in chapters:
+        described = [i["alt"] for i in page_images(page) if "_static/" not in i.get("src", "")
+                     and (i.get("src", "").endswith(".png") or i.get("src", "").startswith(("data:image/png",
+                                                                                            "inline-svg")))]
+        assert described, f"{page}: no figure at all"
+        vague = [alt[:80] for alt in described if not words.search(alt)]
+        assert vague == [], f"{page}: figures whose alt text describes no content: {vague}"
+
+
+# --- reflow at 320 px ------------------------------------------------------------------------------------
+
+OVERFLOW = bu.OVERFLOW
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_horizontal_scroll_at_320px(page, browsers, server):
+    driver = browsers(320)
+    open_page(driver, server, page)
+    result = driver.execute_script(OVERFLOW)
+    assert result["scrollWidth"] <= result["width"], f"{page} at 320 px is {result['scrollWidth']} px wide: {result}"
+    assert result["narrow"] == [], f"{page} at 320 px: explorer controls too narrow to use ({result['narrow']} px)"
+
+
+# --- keyboard ---------------------------------------------------------------------------------------------
+
+FOCUSED_OF = """function (e) {
+const explorer = e && e.closest('.attnlib-explorer');
+if (!explorer) { return null; }
+const explorers = Array.from(document.querySelectorAll('.attnlib-explorer'));
+const controls = Array.from(explorer.querySelectorAll('.noUi-handle, select'));
+if (controls.indexOf(e) < 0) { return null; }
+return {explorer: explorers.indexOf(explorer), control: controls.indexOf(e), tag: e.tagName,
+        name: e.getAttribute('aria-labelledby') ? document.getElementById(e.getAttribute('aria-labelledby')).textContent
+              : (e.labels && e.labels.length ? e.labels[0].textContent : e.getAttribute('aria-label')),
+        valuetext: e.getAttribute('aria-valuetext'), value: e.tagName === 'SELECT' ? e.value : null};
+}"""  # the explorer control ``e`` (or null)
+FOCUSED = f"return ({FOCUSED_OF})(document.activeElement);"
+# every explorer control that receives focus, logged as it happens (so Tab can be pressed in batches)
+LOG_FOCUS = f"""
+window.attnlibFocusLog = [];
+if (!window.attnlibFocusHook) {{
+  window.attnlibFocusHook = true;
+  const focused = {FOCUSED_OF};
+  document.addEventListener('focusin', e => {{
+    const f = focused(e.target);
+    if (f) {{ window.attnlibFocusLog.push(f); }}
+  }}, true);
+}}
+"""
+
+SHOWN = """
+const explorer = document.querySelectorAll('.attnlib-explorer')[arguments[0]];
+const state = Array.from(explorer.querySelectorAll('.attnlib-state')).find(s => s.offsetParent !== null);
+const live = explorer.querySelector('.attnlib-live');
+return {settings: state ? state.dataset.settings : null, live: live ? live.textContent : null};
+"""
+CONTROLS = """
+return Array.from(document.querySelectorAll('.attnlib-explorer')).map(
+  x => x.querySelectorAll('.noUi-handle, select').length);
+"""
+
+
+def _tab_through(driver, max_tabs: int = 800, batch: int = 25) -> list[dict]:
+    """Press Tab from the top of the page until every explorer control was reached; those reached, in order.
+
+    The page logs each control as it receives focus (``LOG_FOCUS``), so Tab is pressed ``batch`` times per
+    round trip to the browser instead of once: every focus still counts, none is read from a single moment."""
+    from selenium.webdriver.common.action_chains import ActionChains  # noqa: PLC0415
+    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
+
+    driver.execute_script("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0);")
+    driver.execute_script(LOG_FOCUS)
+    wanted = sum(driver.execute_script(CONTROLS))
+    reached, seen = [], set()
+    for _ in range(0, max_tabs, batch):
+        ActionChains(driver).send_keys(Keys.TAB * batch).perform()
+        for focus in driver.execute_script("return window.attnlibFocusLog.splice(0);"):
+            if (focus["explorer"], focus["control"]) not in seen:
+                seen.add((focus["explorer"], focus["control"]))
+                reached.append(focus)
+        if len(reached) == wanted:
+            break
+    return reached
+
+
+def _press(driver, key) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains  # noqa: PLC0415
+
+    ActionChains(driver).send_keys(key).perform()
+
+
+def _wait_change(driver, script, args, before, timeout_s=5.0):
+    deadline, now = time.monotonic() + timeout_s, driver.execute_script(script, *args)
+    while now == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = driver.execute_script(script, *args)
+    return now
+
+
+def _check_control(driver, focus: dict) -> None:
+    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
+
+    assert focus["name"] and not re.search(r"\w_\w", focus["name"]), f"control without a worded name: {focus}"
+    before = driver.execute_script(SHOWN, focus["explorer"])
+    key = Keys.ARROW_DOWN if focus["tag"] == "SELECT" else Keys.ARROW_RIGHT
+    _press(driver, key)
+    after = _wait_change(driver, SHOWN, [focus["explorer"]], before)
+    if after == before:  # the last option: go the other way
+        _press(driver, Keys.ARROW_UP if focus["tag"] == "SELECT" else Keys.ARROW_LEFT)
+        _press(driver, Keys.ARROW_UP if focus["tag"] == "SELECT" else Keys.ARROW_LEFT)
+        after = _wait_change(driver, SHOWN, [focus["explorer"]], before)
+    assert after["settings"] != before["settings"], f"arrow keys on {focus} changed no shown state: {before}"
+    deadline = time.monotonic() + 5
+    while not (after["live"] and after["settings"] in after["live"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        after = driver.execute_script(SHOWN, focus["explorer"])
+    assert after["live"] and after["settings"] in after["live"], f"the change was not announced: {after}"
+    now = driver.execute_script(FOCUSED)
+    assert now and (now["explorer"], now["control"]) == (focus["explorer"], focus["control"]), "focus was lost"
+    if focus["tag"] != "SELECT":
+        assert now["valuetext"] and now["valuetext"] in after["settings"], (
+            f"the slider's spoken value {now['valuetext']!r} is not the shown setting {after['settings']!r}")
+
+
+EXPLORER_PAGES = [p for p in PAGES if "attnlib-explorer" in (SITE / p).read_text(encoding="utf-8", errors="replace")]
+
+
+@pytest.mark.parametrize("page", EXPLORER_PAGES)
+def test_explorers_work_by_keyboard(page, browsers, server):
+    driver = browsers(1280)
+    assert open_page(driver, server, page, reuse=True)  # the page axe read at 1280 px, back in light mode
+    touched(driver)
+    counts = driver.execute_script(CONTROLS)
+    editable = driver.execute_script("return Array.from(document.querySelectorAll('.attnlib-explorer .widget-readout'))"
+                                     ".filter(r => r.isContentEditable || r.tabIndex >= 0).length")
+    assert editable == 0, f"{page}: {editable} slider readouts take typed text that no kernel would apply"
+    reached = _tab_through(driver)
+    assert len(reached) == sum(counts) > 0, f"{page}: Tab reached {len(reached)} of {sum(counts)} controls"
+    for focus in reached:
+        driver.execute_script("arguments[0].focus()", driver.execute_script(
+            "return document.querySelectorAll('.attnlib-explorer')[arguments[0]]"
+            ".querySelectorAll('.noUi-handle, select')[arguments[1]]", focus["explorer"], focus["control"]))
+        _check_control(driver, focus)
+    # the explorers now show states other than their first; the rest of the page is as test_axe read it in
+    # light mode at 1280 px, so axe reads what the keys changed: the explorers (controls already asserted above)
+    wcag = bu.wcag_violations(driver, parts=[".attnlib-explorer"])
+    assert wcag == [], f"{page} after its explorers moved: {len(wcag)} WCAG violations\n{bu.describe_violations(wcag)}"
+
+
+HEAD_SWITCHES = """
+const root = document.querySelector('[id^="attnlib-head-"]');
+return Array.from(root.querySelectorAll('[role="switch"]')).map(s => s.getAttribute('aria-checked'));
+"""
+FOCUS_INFO = """
+const e = document.activeElement;
+return {role: e.getAttribute('role'), label: e.getAttribute('aria-label'),
+        view: (e.closest('[id^="attnlib-"]') || {}).id || null};
+"""
+VISIBLE_LINES = """
+const root = document.querySelector('[id^="attnlib-head-"]');
+return Array.from(root.querySelectorAll('svg line'))
+  .filter(l => parseFloat(l.getAttribute('stroke-opacity')) > 0).length;
+"""
+
+BERTVIZ_PAGES = [p for p in PAGES if 'id="attnlib-head-' in (SITE / p).read_text(encoding="utf-8")]
+
+
+def _tab_to(driver, role: str, max_tabs: int = 800) -> dict:
+    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
+
+    driver.execute_script("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0);")
+    for _ in range(max_tabs):
+        _press(driver, Keys.TAB)
+        info = driver.execute_script(FOCUS_INFO)
+        if info["role"] == role:
+            return info
+    return {}
+
+
+@pytest.mark.parametrize("page", BERTVIZ_PAGES)
+def test_bertviz_head_view_by_keyboard(page, browsers, server):
+    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
+
+    driver = browsers(1280)
+    assert open_page(driver, server, page, reuse=True)
+    touched(driver)
+    info = _tab_to(driver, "switch")
+    assert info.get("label", "").startswith("head "), f"{page}: Tab reached no head toggle: {info}"
+    before, lines = driver.execute_script(HEAD_SWITCHES), driver.execute_script(VISIBLE_LINES)
+    _press(driver, Keys.ARROW_RIGHT)
+    moved = driver.execute_script(FOCUS_INFO)
+    assert moved["role"] == "switch" and moved["label"] != info["label"], f"→ did not move to the next head: {moved}"
+    _press(driver, Keys.SPACE)
+    after = driver.execute_script(HEAD_SWITCHES)
+    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    assert changed == [int(moved["label"].split()[1])], f"Space toggled {changed}, expected {moved['label']}"
+    assert driver.execute_script(VISIBLE_LINES) != lines, "toggling a head changed no attention line"
+
+
+MODEL_DETAIL = "return document.querySelectorAll('[id^=\"attnlib-model-\"] .detail').length;"
+
+
+@pytest.mark.parametrize("page", [p for p in BERTVIZ_PAGES
+                                  if 'id="attnlib-model-' in (SITE / p).read_text(encoding="utf-8")])
+def test_bertviz_model_view_by_keyboard_and_fits(page, browsers, server):
+    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
+
+    for width in WIDTHS:  # the fit is only measured: the pages axe read serve, unless a test changed them
+        driver = browsers(width)
+        assert open_page(driver, server, page, reuse=True)
+        fit = driver.execute_script(
+            "const v = document.querySelector('[id^=\"attnlib-model-\"]'); const s = v.querySelector('svg');"
+            "return [s.getBoundingClientRect().right, v.parentElement.getBoundingClientRect().right];")
+        assert fit[0] <= fit[1] + 1, (f"{page} at {width} px: the model view ({fit[0]:.0f}) overflows "
+                                      f"its column ({fit[1]:.0f})")
+    touched(driver)  # the keys below change the page at the last width
+    info = _tab_to(driver, "button")
+    for _ in range(400):
+        if not info or (info.get("view") or "").startswith("attnlib-model-"):
+            break
+        _press(driver, Keys.TAB)
+        info = driver.execute_script(FOCUS_INFO)
+    assert info and info["label"].startswith("layer 0, head 0"), f"{page}: Tab reached no thumbnail: {info}"
+    _press(driver, Keys.ARROW_DOWN)
+    moved = driver.execute_script(FOCUS_INFO)
+    assert moved["label"].startswith("layer 1, head 0"), f"↓ did not move to the next layer: {moved}"
+    _press(driver, Keys.ENTER)
+    assert driver.execute_script(MODEL_DETAIL) > 0, "Enter did not enlarge the head"
+    wcag = bu.wcag_violations(driver, parts=['[id^="attnlib-model-"]'])  # what Enter changed; the rest: test_axe
+    assert wcag == [], f"{page} with a head enlarged: {len(wcag)} WCAG violations\n{bu.describe_violations(wcag)}"
+    _press(driver, Keys.ESCAPE)
+    assert driver.execute_script(MODEL_DETAIL) == 0, "Escape did not close the enlarged head"
+    assert driver.execute_script(FOCUS_INFO)["label"].startswith("layer 1, head 0"), "Escape lost the focus"
+    _press(driver, Keys.ENTER)
+    assert driver.execute_script(MODEL_DETAIL) > 0, "Enter did not enlarge the head again"
+    _press(driver, Keys.ENTER)
+    assert driver.execute_script(MODEL_DETAIL) == 0, "a second Enter did not close it"

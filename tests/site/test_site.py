@@ -1,0 +1,375 @@
+"""The built website in a real browser: every page of the table of contents, offline.
+
+Reads the already built ``_build/html`` (``make book`` writes it), serves it on 127.0.0.1 and opens
+every page listed by ``_toc.yml`` in headless Chromium. For each page: no console error, no request
+to any host but loopback (every request is read from the DevTools performance log), the widgets'
+saved state renders as ipywidgets DOM, the math is typeset by the vendored MathJax, and every
+BertViz view draws its SVG. A full-page screenshot of each page lands in ``_build/screenshots/``.
+
+``ATTNLIB_BOOK_ROOT`` (a folder with ``_toc.yml``) and ``ATTNLIB_SITE_HTML`` (its built HTML) point
+the tests at another build, e.g. one made with ``jupyter-book build --path-output``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import site_assets as assets
+import yaml
+
+from tests import browser_utils as bu
+
+pytestmark = pytest.mark.browser
+
+BOOK_ROOT = Path(os.environ.get("ATTNLIB_BOOK_ROOT", bu.REPO))
+SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", BOOK_ROOT / "_build" / "html"))
+SCREENSHOTS = SITE.parent / "screenshots"
+WINDOW_WIDTH = 1280
+
+# Content that known chapters must have, checked once the chapter is in the table of contents.
+MUST_HAVE = [
+    (re.compile(r"^book/0[1-8]_"), "widgets"),
+    (re.compile(r"^book/(intro|0[1-8]_.*)$"), "math"),
+    (re.compile(r"^book/0[56]_"), "head view"),
+    (re.compile(r"^book/06_real_model$"), "model view"),
+]
+
+
+def _toc_files(node) -> list[str]:
+    if isinstance(node, list):
+        return [f for item in node for f in _toc_files(item)]
+    if isinstance(node, dict):
+        own = [node["file"]] if "file" in node else []
+        return own + [f for key, value in node.items() if key != "file" for f in _toc_files(value)]
+    return []
+
+
+def toc_pages(root: Path = BOOK_ROOT) -> list[str]:
+    """Every page of ``_toc.yml`` (root first), as paths without suffix: ['book/intro', ...]."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    files = [toc["root"], *_toc_files({k: v for k, v in toc.items() if k != "root"})]
+    pages = [re.sub(r"\.(md|ipynb)$", "", f) for f in files]
+    return list(dict.fromkeys(pages))
+
+
+PAGES = toc_pages()
+
+
+def required(page: str) -> list[str]:
+    """What ``page`` must contain (from MUST_HAVE)."""
+    return [what for pattern, what in MUST_HAVE if pattern.search(page)]
+
+
+# --- visiting a page ---------------------------------------------------------------------------------
+
+WAIT_FOR_MATHJAX = """
+const done = arguments[arguments.length - 1];
+const startup = window.MathJax && window.MathJax.startup;
+if (!startup || !startup.promise) { done('no MathJax'); return; }
+startup.promise.then(() => done('typeset'), (e) => done('MathJax failed: ' + e));
+"""
+
+PROBE = """
+const all = (s, root) => Array.from((root || document).querySelectorAll(s));
+const views = all('script[type="application/vnd.jupyter.widget-view+json"]').length;
+const subareas = all('.widget-subarea');
+const widgetClasses = new Set();
+subareas.forEach(s => all('*', s).forEach(e => e.classList.forEach(c => {
+  if (c.startsWith('widget-')) { widgetClasses.add(c); }
+})));
+const maths = all('.bd-article .math');
+const visible = l => parseFloat(l.getAttribute('stroke-opacity') || '1') > 0;
+const paramsOf = id => {
+  for (const s of document.scripts) {
+    const t = s.textContent, i = t.indexOf('const params = ');
+    if (i >= 0 && t.includes(id)) { return t.slice(i + 'const params = '.length); }
+  }
+  return null;
+};
+const bertviz = all('[id^="attnlib-head-"], [id^="attnlib-model-"], div[id^="bertviz-"]').map(r => ({
+  id: r.id,
+  svgs: all('svg', r).length,
+  lines: all('svg line', r).length,
+  visibleLines: all('svg line', r).filter(visible).length,
+  thumbnails: all('rect.attn_background', r).length,
+  params: paramsOf(r.id),
+}));
+return {
+  widgetViews: views,
+  widgetSubareas: subareas.length,
+  widgetsRendered: subareas.filter(s => s.querySelector('.jupyter-widgets')).length,
+  widgetClasses: Array.from(widgetClasses).sort(),
+  maths: maths.length,
+  mathsTypeset: maths.filter(m => m.querySelector('mjx-container')).length,
+  mjxContainers: all('mjx-container').length,
+  mathErrors: all('mjx-merror').map(e => e.textContent),
+  bertviz: bertviz,
+  icons: all('svg.svg-inline--fa').length,
+  iconsMissing: all('svg.svg-inline--fa.missing').map(e => e.getAttribute('data-icon')),
+  iconsNotDrawn: all('i[class*="fa-"]').filter(e => !e.closest('.jupyter-widgets')).map(e => e.className),
+};
+"""
+
+
+def _ready(probe: dict) -> bool:
+    widgets = probe["widgetsRendered"] >= probe["widgetViews"]
+    return widgets and all(view["svgs"] > 0 and view["lines"] > 0 for view in probe["bertviz"])
+
+
+@dataclass
+class Visit:
+    """What one page did in the browser."""
+
+    page: str
+    probe: dict
+    requests: list[bu.Request]
+    console: list[str]
+    mathjax: str
+    screenshot: Path
+    seconds: float
+
+    @property
+    def transferred(self) -> int:
+        return sum(r.transferred for r in self.requests)
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.requests)
+
+
+def view_kind(view: dict) -> str:
+    """'head view' or 'model view' for a BertViz root found by PROBE."""
+    if view["id"].startswith("attnlib-model-") or view["thumbnails"] > 0:
+        return "model view"
+    return "head view"
+
+
+def _wait_ready(driver, timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    probe = driver.execute_script(PROBE)
+    while not _ready(probe) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        probe = driver.execute_script(PROBE)
+    return probe
+
+
+def visit(driver, base_url: str, page: str) -> Visit:
+    """Open ``page`` (from the toc), wait for MathJax, widgets and BertViz, and record everything."""
+    bu.performance_messages(driver), bu.console_errors(driver)  # drop what the previous page logged
+    start = time.monotonic()
+    driver.get(f"{base_url}{page}.html")
+    mathjax = driver.execute_async_script(WAIT_FOR_MATHJAX)
+    _wait_ready(driver)
+    messages = bu.wait_network_idle(driver)
+    probe = driver.execute_script(PROBE)  # after the network settled: the final state
+    seconds = time.monotonic() - start
+    shot = bu.full_page_screenshot(driver, SCREENSHOTS / f"{page}.png")
+    return Visit(page, probe, bu.network_requests(messages), bu.console_errors(driver), mathjax, shot, seconds)
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    if not (SITE / "index.html").is_file():
+        pytest.fail(f"expected the built book in {SITE}, found no index.html: run `make book` first", pytrace=False)
+    return SITE
+
+
+@pytest.fixture(scope="module")
+def browser(site):
+    bu.require_chromium()
+    with bu.serve(site) as base_url, bu.chromium(width=WINDOW_WIDTH) as driver:
+        yield driver, base_url
+
+
+@pytest.fixture(scope="module")
+def visits(browser) -> dict[str, Visit]:
+    """Pages visited so far in this module (each page is loaded once)."""
+    return {}
+
+
+@pytest.fixture
+def page_visit(request, browser, visits, site) -> Visit:
+    page = request.param
+    if not (site / f"{page}.html").is_file():
+        pytest.fail(f"expected {page}.html in {site} (it is in _toc.yml): the build is stale, run `make book`",
+                    pytrace=False)
+    if page not in visits:
+        visits[page] = visit(*browser, page)
+    return visits[page]
+
+
+def by_page(test):
+    """Parametrize ``test`` over every page of the toc (fixture ``page_visit``)."""
+    return pytest.mark.parametrize("page_visit", PAGES, indirect=True, ids=PAGES)(test)
+
+
+def pages_with(*what: str):
+    """Parametrize a test over the toc pages that must have any of ``what`` (MUST_HAVE)."""
+    pages = [p for p in PAGES if set(what) & set(required(p))]
+    return pytest.mark.parametrize("page_visit", pages, indirect=True, ids=pages)
+
+
+# --- every page --------------------------------------------------------------------------------------
+
+
+def test_toc_lists_pages():
+    assert PAGES[0] == yaml.safe_load((BOOK_ROOT / "_toc.yml").read_text(encoding="utf-8"))["root"]
+    assert all((BOOK_ROOT / f"{p}.md").is_file() or (BOOK_ROOT / f"{p}.ipynb").is_file() for p in PAGES), PAGES
+
+
+@by_page
+def test_no_console_errors(page_visit):
+    assert page_visit.console == [], f"{page_visit.page}: console errors {page_visit.console}"
+
+
+@by_page
+def test_requests_stay_on_loopback(page_visit):
+    assert page_visit.requests, f"{page_visit.page}: no request logged at all (is the performance log on?)"
+    outside = [r.url for r in page_visit.requests if not bu.is_loopback(r.url)]
+    assert outside == [], f"{page_visit.page}: requests leaving loopback: {outside}"
+
+
+@by_page
+def test_every_request_succeeds(page_visit):
+    failed = [(r.url, r.status, r.error) for r in page_visit.requests
+              if r.error or (r.status is not None and r.status >= 400)]
+    assert failed == [], f"{page_visit.page}: failed requests {failed}"
+
+
+@pages_with("widgets")
+def test_widgets_render(page_visit):
+    probe = page_visit.probe
+    assert probe["widgetViews"] > 0, f"{page_visit.page} must show at least one widget, has none"
+    assert probe["widgetsRendered"] == probe["widgetViews"], probe
+    assert probe["widgetClasses"], f"{page_visit.page}: no .widget-* element rendered: {probe}"
+
+
+VISIBLE_VIEWS = """
+return Array.from(document.querySelectorAll('.widget-subarea .widget-html-content'))
+  .filter(e => e.offsetParent !== null).map(e => e.innerHTML);
+"""
+DROPDOWN_NEXT = """
+const select = document.querySelector('.widget-subarea .widget-dropdown select');
+if (!select || select.options.length < 2) { return false; }
+select.selectedIndex = (select.selectedIndex + 1) % select.options.length;
+select.dispatchEvent(new Event('change', {bubbles: true}));
+return true;
+"""
+
+
+def _move_first_control(driver) -> str:
+    """Change the first dropdown (or, without one, press → on the first slider); returns what it moved."""
+    from selenium.webdriver.common.by import By  # noqa: PLC0415
+    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
+
+    if driver.execute_script(DROPDOWN_NEXT):
+        return "dropdown"
+    handles = driver.find_elements(By.CSS_SELECTOR, ".widget-subarea .widget-slider .noUi-handle")
+    if not handles:
+        return ""
+    handles[0].send_keys(Keys.ARROW_RIGHT)
+    return "slider"
+
+
+@pages_with("widgets")
+def test_widgets_respond_without_a_kernel(page_visit, browser):
+    """Moving a control shows another precomputed view: the links run in the page's JavaScript."""
+    driver, base_url = browser
+    driver.get(f"{base_url}{page_visit.page}.html")
+    _wait_ready(driver)
+    before = driver.execute_script(VISIBLE_VIEWS)
+    moved = _move_first_control(driver)
+    assert moved, f"{page_visit.page}: no dropdown or slider to move"
+    deadline, after = time.monotonic() + 10, before
+    while after == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+        after = driver.execute_script(VISIBLE_VIEWS)
+    assert after != before, f"{page_visit.page}: moving the {moved} changed no visible view"
+    assert bu.console_errors(driver) == []
+
+
+@pages_with("math")
+def test_math_is_typeset_by_local_mathjax(page_visit):
+    probe = page_visit.probe
+    assert probe["maths"] > 0, f"{page_visit.page} must show math, has none"
+    assert page_visit.mathjax == "typeset", page_visit.mathjax
+    assert probe["mathsTypeset"] == probe["maths"], probe
+    assert probe["mathErrors"] == [], f"{page_visit.page}: TeX errors {probe['mathErrors']}"
+    loaded = {urlsplit(r.url).path.lstrip("/") for r in page_visit.requests}
+    assert assets.MATHJAX_JS in loaded, sorted(loaded)
+
+
+def _check_model_view(view: dict) -> None:
+    params, _ = json.JSONDecoder().raw_decode(view["params"])
+    attn = params["attention"][0]["attn"]  # (layers, heads, Lq, Lk) as nested lists
+    layers, heads, lq, lk = len(attn), len(attn[0]), len(attn[0][0]), len(attn[0][0][0])
+    assert view["thumbnails"] == layers * heads, f"expected {layers}x{heads} head thumbnails, got {view}"
+    assert view["lines"] >= layers * heads * lq * lk, f"expected a line per weight of every head, got {view}"
+
+
+@pages_with("head view", "model view")
+def test_bertviz_views_draw_attention(page_visit):
+    views = page_visit.probe["bertviz"]
+    kinds = [view_kind(v) for v in views]
+    for what in {"head view", "model view"} & set(required(page_visit.page)):
+        assert what in kinds, f"{page_visit.page} must show a BertViz {what}, has {kinds}"
+    for view, kind in zip(views, kinds, strict=True):
+        assert view["svgs"] > 0 and view["visibleLines"] > 0, f"{kind} drew no attention lines: {view}"
+        if kind == "model view":
+            _check_model_view(view)
+
+
+@by_page
+def test_theme_icons_are_drawn(page_visit):
+    """Every Font Awesome icon of the theme is drawn (the site ships only the icons it uses)."""
+    probe = page_visit.probe
+    assert probe["icons"] > 0, f"{page_visit.page}: no theme icon drawn at all"
+    assert probe["iconsMissing"] == [] and probe["iconsNotDrawn"] == [], probe
+
+
+@by_page
+def test_screenshot_written(page_visit):
+    data = page_visit.screenshot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", page_visit.screenshot
+    width, height = struct.unpack(">II", data[16:24])
+    assert width == WINDOW_WIDTH and height > 100, (page_visit.screenshot, width, height)
+
+
+# --- the whole book ----------------------------------------------------------------------------------
+
+
+def test_heaviest_page_stays_under_budget(browser, visits, site, capsys):
+    for page in PAGES:
+        if page not in visits and (site / f"{page}.html").is_file():
+            visits[page] = visit(*browser, page)
+    rows = sorted(visits.values(), key=lambda v: bu.weight(v.requests)[0], reverse=True)
+    with capsys.disabled():
+        print(f"\nPage weight, transferred (budget {bu.PAGE_BUDGET_BYTES / 1e6:.1f} MB of its own on top of the shared "
+              f"libraries, which stay under {bu.SHARED_BUDGET_BYTES / 1e6:.1f} MB):")
+        for v in rows:
+            own, shared = bu.weight(v.requests)
+            print(f"  {v.page:32s} {own / 1e6:6.3f} MB own  {shared / 1e6:6.3f} MB shared  "
+                  f"{v.transferred / 1e6:6.3f} MB in all  {len(v.requests):3d} requests  {v.seconds:5.1f} s")
+    heaviest = rows[0]
+    own = [r for r in heaviest.requests if not bu.is_shared(r.url)]
+    assert bu.weight(heaviest.requests)[0] < bu.PAGE_BUDGET_BYTES, (
+        f"{heaviest.page} adds {bu.weight(heaviest.requests)[0] / 1e6:.3f} MB of its own; largest parts: "
+        f"{sorted(((r.transferred, r.url) for r in own), reverse=True)[:5]}")
+    most_shared = max(rows, key=lambda v: bu.weight(v.requests)[1])
+    shared = [r for r in most_shared.requests if bu.is_shared(r.url)]
+    assert bu.weight(most_shared.requests)[1] < bu.SHARED_BUDGET_BYTES, (
+        f"{most_shared.page} loads {bu.weight(most_shared.requests)[1] / 1e6:.3f} MB of shared libraries; largest: "
+        f"{sorted(((r.transferred, r.url) for r in shared), reverse=True)[:5]}")
+
+
+def test_vendored_libraries_are_served(site):
+    missing = [p for _, p in assets.site_files() if not (site / p).is_file()]
+    assert missing == [], f"expected the vendored npm files in {site}, missing {missing[:5]}: run `make book`"

@@ -1,0 +1,91 @@
+"""The test settings, in one place: the tiers, strict nbval's flags, the one-thread environment, the parts of
+the timing summary and how the tests share the workers. Standard library only: the Makefile, tools/testrun.py,
+tools/execute.py, tools/pytest_scheduler.py and book/conftest.py read it.
+
+From the shell (the Makefile): ``python tools/testsettings.py nbval`` prints strict nbval's flags,
+``... one-thread`` the environment as ``NAME=value`` words, ``... changed-chapters`` the chapters ``make check``
+runs (changed since ``CHECK_BASE``, committed or not; nothing when none changed).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The tiers, by what their tests exercise (each folder's __init__.py says more).
+TIERS = {
+    "lib": "tests/lib",  # attnlib: maths, views, widgets, plots, models, interpret; fast but for the `slow` ones
+    "book": "tests/book",  # the chapters: their float32 runs and the strict-nbval policy (book/conftest.py)
+    "site": "tests/site",  # the built site in headless Chromium: pages, accessibility, the print edition
+    "course": "tests/course",  # nbgrader: releases, grading, the students' environment and JupyterLab
+}
+CHAPTERS = "book"  # every notebook here runs under strict nbval (NBVAL); book/conftest.py holds its policy
+
+NBVAL = ("--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/book/nbval_sanitize.cfg")
+
+# Every test process and chapter kernel computes on one thread. A float sum is then added up in one order on
+# every machine, so a printed last digit does not depend on the cores (tools/execute.py stores the outputs
+# with it, strict nbval compares with it); and xdist's workers already keep every core busy, while torch on
+# two threads beside another busy process spins and waits (the induction training: 3 s alone, 48 s with
+# two threads under xdist).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+# `make check`: lint, the library's tests but the slow and browser ones, strict nbval on the chapters changed
+# since this branch left CHECK_BASE.
+CHECK_BASE = "main"
+CHECK_MARKERS = "not slow and not browser"
+
+# --- the parts of the timing summary, and how `make test` shares the workers (tools/pytest_scheduler.py) ----
+PARTS = ("unit", "notebooks", "browser", "course")
+# A test's part: the first path prefix here that its file starts with; else `browser` when it is so marked;
+# else `unit`. tools/testrun.py runs unit + notebooks beside the book build, browser + course after it.
+PART_BY_PATH = {"book/": "notebooks", "tests/book/": "notebooks", "tests/course/": "course"}
+# Files whose tests are independent runs: every test its own group (one chapter's float32 run each).
+SPREAD = {"tests/book/test_chapters_float32.py"}
+# One group per page of the site: the tests of a page run together (axe reads the light and dark mode of one
+# load), the pages spread over the workers; a test without a page is a group of its own.
+BY_PAGE = {"tests/site/test_accessibility.py"}
+# Files that join another file's group: they share a session fixture that two processes may not build at
+# once (the students' venv, tests/course/students.py), so one worker runs both.
+TOGETHER = {"tests/course/test_release.py": "tests/course/test_jupyterlab.py"}
+# Where each group's time in the last run is kept (the longest groups start first in the next one).
+HISTORY = REPO / "_build" / "test-times" / "groups.json"
+
+
+def changed_chapters(base: str = CHECK_BASE) -> list[str]:
+    """The chapters (``book/*.ipynb``, repository-relative) changed since this branch left ``base``, committed
+    or not, that still exist (only the uncommitted ones when git knows no ``base``)."""
+    since = _git("diff", "--name-only", f"{base}...HEAD")
+    if since is None:
+        print(f"testsettings: no branch {base!r} to compare with; checking the uncommitted changes only",
+              file=sys.stderr)
+    uncommitted = _git("status", "--porcelain", "--untracked-files=all") or []
+    names = set(since or []) | {line[3:].split(" -> ")[-1] for line in uncommitted}
+    return sorted(name for name in names
+                  if Path(name).parent == Path(CHAPTERS) and name.endswith(".ipynb") and (REPO / name).is_file())
+
+
+def _git(*args: str) -> list[str] | None:
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+    return done.stdout.splitlines() if done.returncode == 0 else None
+
+
+def main(argv: list[str]) -> int:
+    commands = {
+        "nbval": lambda: " ".join(NBVAL),
+        "one-thread": lambda: " ".join(f"{name}={value}" for name, value in ONE_THREAD.items()),
+        "changed-chapters": lambda: " ".join(changed_chapters()),
+    }
+    if len(argv) != 1 or argv[0] not in commands:
+        print(f"usage: python tools/testsettings.py {{{','.join(commands)}}}; got {' '.join(argv) or 'nothing'}",
+              file=sys.stderr)
+        return 2
+    print(commands[argv[0]]())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
