@@ -37,7 +37,7 @@ def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.T
     if temperature != 1.0:
         work = work / temperature
     row_max = work.amax(dim=dim, keepdim=True)
-    if bool(torch.isfinite(row_max).all()):  # no fully masked row: torch's fused kernel, one pass
+    if bool(torch.isfinite(row_max).all()):  # no fully masked row: torch.softmax does the same steps in one call
         return torch.softmax(work, dim=dim).to(x.dtype)
     return _explicit_softmax(work, dim, row_max).to(x.dtype)
 
