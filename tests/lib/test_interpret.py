@@ -13,7 +13,6 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-from transformers import BertConfig, BertModel  # noqa: E402
 
 from attnlib.induction import AttentionOnlyTransformer, repeat_loss, repeated_tokens  # noqa: E402
 from attnlib.interpret import (  # noqa: E402
@@ -40,16 +39,7 @@ from attnlib.models import (  # noqa: E402
     values_from_weights,
 )
 from tests.lib.tensors import randn  # noqa: E402
-
-
-def small_bert(seed=0, **overrides) -> BertModel:
-    config = dict(vocab_size=60, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                  intermediate_size=48, max_position_embeddings=24)
-    config.update(overrides)
-    torch.manual_seed(seed)
-    settings = BertConfig(**config)
-    settings._attn_implementation = "eager"
-    return BertModel(settings).eval()
+from tests.lib.test_models import small_bert  # noqa: E402 - the seeded small BertModel the model tests build
 
 
 def ids(batch=2, length=7, seed=1):

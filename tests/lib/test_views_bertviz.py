@@ -276,17 +276,6 @@ def test_rejects_non_finite_weights(view):
 # --- in a real browser ----------------------------------------------------------------------------
 
 # Make alert() observable instead of blocking, before any script of the page runs.
-ALERT_HOOK = "window.__alerts = []; window.alert = function (m) { window.__alerts.push(String(m)); };"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    bu.require_chromium()
-    with bu.chromium() as driver:
-        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ALERT_HOOK})
-        yield driver
-
-
 def open_page(browser, tmp_path, body: str):
     page = tmp_path / "page.html"
     page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{body}</body></html>",

@@ -20,7 +20,7 @@ from attnlib.views import head_view, model_view, neuron_view
 from attnlib.views import html as views_html
 from attnlib.views import neuron as nv
 from tests import browser_utils as bu
-from tests.lib.test_views_bertviz import ALERT_HOOK, HOSTILE, NOT_FETCHED, scripts_of
+from tests.lib.test_views_bertviz import HOSTILE, NOT_FETCHED, scripts_of
 
 PARAMS = re.compile(r"const params = ")
 
@@ -165,14 +165,6 @@ DISPLAYED = """
 const root = document.getElementById(arguments[0]);
 return Array.from(root.querySelectorAll('#dotproducts .dotproduct')).map(r => r.getAttribute('data-value'));
 """
-
-
-@pytest.fixture(scope="module")
-def browser():
-    bu.require_chromium()
-    with bu.chromium() as driver:
-        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ALERT_HOOK})
-        yield driver
 
 
 def open_page(browser, tmp_path, body: str, name="page.html"):
