@@ -141,3 +141,11 @@ def test_every_shipped_javascript_file_parses():
     for path in files:
         done = subprocess.run(["node", "--check", str(path)], capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 0, f"expected {path.name} to be valid JavaScript, got {done.stderr[-500:]}"
+
+
+def test_the_version_is_written_once():
+    """pyproject reads the version from attnlib.__version__ (setuptools' dynamic attr), so the two cannot drift."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in config["project"] and "version" in config["project"]["dynamic"]
+    assert config["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "attnlib.__version__"}
+    assert re.search(r'^__version__ = "\d+\.\d+\.\d+"$', (REPO / "attnlib" / "__init__.py").read_text(), re.M)
