@@ -9,7 +9,7 @@ This module measures how far apart such colours stay:
 * ``delta_e``: the CIELAB colour difference ΔE*ab (CIE 1976) between sRGB colours (D65 white);
 * ``closest_pairs``: every pair of a palette, with its ΔE as seen with each deficiency, closest first.
 
-Colours are ``'#rrggbb'`` strings or arrays of shape (..., 3) with sRGB values in [0, 1].
+Colours are N ``'#rrggbb'`` strings or arrays of shape (N, 3) with sRGB values in [0, 1] (N counts colours here).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def check_colours(colours) -> list[str]:
 
 
 def to_rgb(colours) -> np.ndarray:
-    """``'#rrggbb'`` strings (K of them) -> sRGB array (K, 3) in [0, 1]; an array passes through as float."""
+    """``'#rrggbb'`` strings (N of them) -> sRGB array (N, 3) in [0, 1]; an array passes through as float."""
     if isinstance(colours, np.ndarray):
         return colours.astype(np.float64)
     return np.array([[int(c[i:i + 2], 16) / 255 for i in (1, 3, 5)] for c in check_colours(colours)])
@@ -66,27 +66,27 @@ def _encoded(linear: np.ndarray) -> np.ndarray:
 
 
 def simulate(colours, kind: str) -> np.ndarray:
-    """sRGB colours (K, 3) or K hex strings -> (K, 3): how a reader with ``kind`` (see ``KINDS``) sees them."""
+    """sRGB colours (N, 3) or N hex strings -> (N, 3): how a reader with ``kind`` (see ``KINDS``) sees them."""
     if kind not in _MACHADO:
         raise ValueError(f"expected kind in {KINDS}, got {kind!r}")
     matrix = np.array(_MACHADO[kind])
-    return _encoded(_linear(to_rgb(colours)) @ matrix.T)  # (K, 3) @ (3, 3) -> (K, 3)
+    return _encoded(_linear(to_rgb(colours)) @ matrix.T)  # (N, 3) @ (3, 3) -> (N, 3)
 
 
 def to_lab(colours) -> np.ndarray:
-    """sRGB colours (K, 3) or K hex strings -> CIELAB (K, 3): L* in [0, 100], a*, b* (D65 white)."""
+    """sRGB colours (N, 3) or N hex strings -> CIELAB (N, 3): L* in [0, 100], a*, b* (D65 white)."""
     xyz = _linear(to_rgb(colours)) @ _RGB_TO_XYZ.T / _RGB_TO_XYZ.sum(axis=1)  # normalised by the white point
     f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
     return np.stack([116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])], axis=-1)
 
 
 def delta_e(first, second) -> np.ndarray:
-    """ΔE*ab = ‖Lab(first) − Lab(second)‖ for colours (K, 3) or K hex strings each -> (K,)."""
+    """ΔE*ab = ‖Lab(first) − Lab(second)‖ for colours (N, 3) or N hex strings each -> (N,)."""
     return np.linalg.norm(to_lab(first) - to_lab(second), axis=-1)
 
 
 def closest_pairs(colours, kind: str | None = None) -> list[tuple[int, int, float]]:
-    """Every pair (i, j, ΔE*ab) of a palette of K distinct colours as seen with ``kind``
+    """Every pair (i, j, ΔE*ab) of a palette of N distinct colours as seen with ``kind``
     (``None``: normal vision), closest first."""
     rgb = to_rgb(colours) if kind is None else simulate(colours, kind)
     pairs = list(itertools.combinations(range(len(rgb)), 2))
