@@ -31,6 +31,7 @@ The same HTML works in JupyterLab, Jupyter Notebook and the built website.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 import bertviz
@@ -38,10 +39,12 @@ import torch
 from bertviz.util import format_special_chars
 from IPython.display import HTML
 
+from attnlib.views import colours as views_colours
 from attnlib.views import html as views_html
 from attnlib.views.html import escape_text, script_json
 
 _PARAMS = "const params = "
+_SCHEME = re.compile(r"d3\.schemeCategory10")  # the head view's head colours, the model view's layer colours
 
 
 # --- the data -------------------------------------------------------------------------------------
@@ -126,11 +129,11 @@ def _split_params(html: str) -> tuple[str, dict, str]:
     return html[:start], params, html[end:]
 
 
-def _rewrite(html: str, kind: str, tokens: list[str], include_libraries: bool) -> str:
+def _rewrite(html: str, kind: str, tokens: list[str], include_libraries: bool, colours: list[str] | None) -> str:
     """BertViz's HTML (made with placeholder tokens) -> offline HTML with the real tokens as safe JSON.
 
-    Every rewrite happens on BertViz's own text before the params line; the tokens enter last, as
-    escaped JSON, so no token can take part in a rewrite.
+    Every rewrite happens on BertViz's own text before and after the params line; the tokens enter last,
+    as escaped JSON, so no token can take part in a rewrite.
     """
     before, params, after = _split_params(html)
     shown = format_special_chars(tokens)  # what BertViz's prettify_tokens does
@@ -143,41 +146,50 @@ def _rewrite(html: str, kind: str, tokens: list[str], include_libraries: bool) -
     before = views_html.replace_once(views_html.CDN_REQUIRE, "", before)
     before = views_html.replace_once(views_html.REQUIRE_CONFIG, "", before)
     before = views_html.replace_once(views_html.REQUIRE_CALL, views_html.runner(root_id, kind), before)
+    if colours is not None:
+        cycled = [colours[i % len(colours)] for i in range(max(10, len(colours)))]  # the model view indexes % 10
+        after = views_html.replace_once(_SCHEME, script_json(cycled), after)  # BertViz's code after the params
     script = before.index("<script")
     libraries = views_html.libraries_script() if include_libraries else ""
     return before[:script] + libraries + before[script:] + _PARAMS + script_json(params) + ";" + after
 
 
-def _view(kind: str, draw, attention, tokens, include_libraries, decimals: int, **options) -> HTML:
+def _view(kind: str, draw, attention, tokens, include_libraries, decimals: int, colours, **options) -> HTML:
     weights, tokens = format_attention(attention, tokens, decimals)
+    colours = None if colours is None else views_colours.check_colours(colours)
     placeholders = [f"t{i}" for i in range(len(tokens))]  # BertViz never sees the real tokens
     raw = draw(attention=list(weights[:, None]), tokens=placeholders, html_action="return", **options)
-    html = _rewrite(raw.data, kind, tokens, views_html.want_libraries(include_libraries))
+    html = _rewrite(raw.data, kind, tokens, views_html.want_libraries(include_libraries), colours)
     return HTML(html + text_alternative(weights, tokens, kind, options.get("layer"), options.get("heads")))
 
 
 def head_view(attention, tokens, *, layer: int | None = None, heads: Sequence[int] | None = None,
-              include_libraries: bool | None = None, decimals: int = 2) -> HTML:
+              include_libraries: bool | None = None, decimals: int = 2,
+              colours: Sequence[str] | None = None) -> HTML:
     """BertViz's head view (one layer, lines from each token to those it attends to), offline.
 
     ``attention``: a list with one (1, H, L, L) or (H, L, L) tensor/array per layer; ``tokens``: L
     strings. ``layer``/``heads``: what is selected at first. ``include_libraries``: inline d3 and
     jQuery (about 320 kB) in this output; ``None`` does it for the first view of the kernel only.
     ``decimals``: the weights are rounded to this many decimals (small pages, same output on every
-    device). Returns an ``IPython.display.HTML`` (``.data`` is the HTML).
+    device). ``colours``: the head colours as ``'#rrggbb'`` strings, head h gets ``colours[h % len(colours)]``;
+    ``None`` keeps BertViz's d3 ``schemeCategory10`` (``attnlib.views.colours`` measures both; ``OKABE_ITO``
+    stays apart for dichromats). Returns an ``IPython.display.HTML`` (``.data`` is the HTML).
     """
     options = {"layer": layer, "heads": None if heads is None else list(heads)}
-    return _view("head", bertviz.head_view, attention, tokens, include_libraries, decimals, **options)
+    return _view("head", bertviz.head_view, attention, tokens, include_libraries, decimals, colours, **options)
 
 
 def model_view(attention, tokens, *, display_mode: str = "light",
-               include_libraries: bool | None = None, decimals: int = 2) -> HTML:
+               include_libraries: bool | None = None, decimals: int = 2,
+               colours: Sequence[str] | None = None) -> HTML:
     """BertViz's model view (a thumbnail per layer and head; click one to enlarge), offline.
 
     Same ``attention``, ``tokens`` and ``include_libraries`` as ``head_view``; ``display_mode`` is
-    ``"light"`` or ``"dark"``. Returns an ``IPython.display.HTML``.
+    ``"light"`` or ``"dark"``; ``colours`` as in ``head_view``, one per layer (layer n gets
+    ``colours[n % len(colours)]``). Returns an ``IPython.display.HTML``.
     """
     if display_mode not in ("light", "dark"):
         raise ValueError(f"expected display_mode 'light' or 'dark', got {display_mode!r}")
-    return _view("model", bertviz.model_view, attention, tokens, include_libraries, decimals,
+    return _view("model", bertviz.model_view, attention, tokens, include_libraries, decimals, colours,
                  display_mode=display_mode)

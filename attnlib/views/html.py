@@ -181,6 +181,27 @@ def libraries_script() -> str:
             f'window.{GLOBAL} = libs;\n}})();\n</script>\n')
 
 
+def libraries_loader(d3_url: str, jquery_url: str) -> str:
+    """What ``libraries_script()`` does, with d3 and jQuery loaded from URLs instead of inlined.
+
+    For a website that already serves the same files (``book/_ext/vendor_assets.py`` swaps the inline
+    copy for this): ``define`` is hidden while the two bundles run, so they set their globals even
+    with require.js on the page, and the page's own ``d3``, ``$`` and ``jQuery`` are restored.
+    """
+    for url in (d3_url, jquery_url):
+        if not isinstance(url, str) or re.search(r'[\s"<>&\']', url) or not url.endswith(".js"):
+            raise ValueError(f"expected a plain relative URL to a .js file, got {url!r}")
+    before = (f'if (!window.{GLOBAL}) {{ window.attnlibLoading = {{ had: "d3" in window, d3: window.d3, '
+              f'define: window.define }}; window.define = undefined; }}')
+    after = (f'(function () {{\nvar s = window.attnlibLoading;\nif (!s) {{ return; }}\n'
+             f'window.define = s.define; delete window.attnlibLoading;\n'
+             f'var libs = {{ d3: window.d3, $: window.jQuery.noConflict(true) }};\n'
+             f'if (s.had) {{ window.d3 = s.d3; }} else {{ delete window.d3; }}\n'
+             f'window.{GLOBAL} = libs;\n}})();')
+    return (f'<script data-vendored="d3 jquery">{before}</script>\n<script src="{d3_url}"></script>\n'
+            f'<script src="{jquery_url}"></script>\n<script>\n{after}\n</script>\n')
+
+
 def runner(root_id: str, kind: str) -> str:
     """What replaces BertViz's ``requirejs(['jquery', 'd3'], function ($, d3) {``: the same open function,
     called once the libraries exist, then given keyboard, names and fit (``access.js``; ``runner.js``)."""

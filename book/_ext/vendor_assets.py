@@ -15,16 +15,25 @@ MathJax 2 call the widgets make. It also drops duplicate ``<script>`` elements f
 Sphinx 7.4 registers an inline script added with ``add_js_file(None, body=...)`` twice (once as
 ``None``, once as ``''``), and sphinx-thebe's ``const THEBE_JS_URL = ...`` then throws
 "Identifier has already been declared".
+
+Last, it makes the BertViz pages lighter: a notebook's first BertViz view inlines d3 and jQuery (about
+320 kB, ``attnlib.views.html.libraries_script``) so that it works offline in JupyterLab; in the built
+page that exact script becomes ``<script src>`` elements for the byte-identical copies in
+``_static/_vendor/`` (``libraries_loader``), which the browser caches across pages. The notebook and its
+stored output stay as they are.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
+
+from attnlib.views import html as views_html
 
 try:  # this folder is on sys.path when Sphinx loads the extension (JB1 local_extensions)
     import site_assets as assets
@@ -54,8 +63,27 @@ def copy_vendored(app: Sphinx, exception: Exception | None) -> None:
         shutil.copyfile(source, destination)
     shutil.copyfile(HERE / HUB_SHIM, outdir / "_static" / HUB_SHIM)
     icons = write_subset(outdir, assets.node_modules() / FONTAWESOME)
+    linked = [page.name for page in sorted(outdir.rglob("*.html")) if link_libraries(page, outdir)]
     logger.info(f"vendor_assets: copied {len(pairs)} files from node_modules into {outdir / assets.VENDOR_DIR}; "
-                f"the theme's fontawesome.js now carries the {icons} icons the site uses")
+                f"the theme's fontawesome.js now carries the {icons} icons the site uses; "
+                f"d3 and jQuery now load from there on {linked}")
+
+
+def link_libraries(page: Path, outdir: Path) -> bool:
+    """Replace the inlined d3 + jQuery script of ``page`` by ``<script src>`` to the vendored copies.
+
+    Returns whether the page had it. A page holding a *different* inline copy (another attnlib) is an error.
+    """
+    text = page.read_text(encoding="utf-8")
+    inline = views_html.libraries_script()
+    if inline not in text:
+        if 'data-vendored="d3 jquery">\n' in text:
+            raise ExtensionError(f"{page}: an inline d3/jQuery script that is not this attnlib's; rebuild the notebook")
+        return False
+    up = os.path.relpath(outdir, page.parent).replace(os.sep, "/")
+    urls = [f"{up}/{assets.site_url(name)}" for name in ("d3", "jquery")]
+    page.write_text(text.replace(inline, views_html.libraries_loader(*urls)), encoding="utf-8")
+    return True
 
 
 def _script_key(script) -> tuple:

@@ -464,3 +464,47 @@ def test_browser_model_view_by_keyboard_and_fits_a_phone(browser, tmp_path):
         assert browser.execute_script(KEY_STATE, root)["details"] == 0
     finally:
         browser.set_window_size(1280, 900)
+
+
+# --- colours: a palette option, and the website's linked libraries ------------------------------------------
+
+
+def test_colours_replace_bertvizs_scheme_cycled_to_ten(view):
+    html = view(attention(), HOSTILE, include_libraries=False, colours=["#000000", "#E69F00", "#56b4e9"]).data
+    assert "d3.schemeCategory10" not in html
+    cycled = ["#000000", "#e69f00", "#56b4e9"] * 3 + ["#000000"]  # the model view indexes colours % 10
+    assert json.dumps(cycled) in html
+    assert "d3.schemeCategory10" in view(attention(), HOSTILE, include_libraries=False).data  # default: BertViz's
+
+
+@pytest.mark.parametrize("colours", [["red"], ["#12345"], [], "#000000", [None]])
+def test_rejects_colours_that_are_not_hex_strings(view, colours):
+    with pytest.raises((TypeError, ValueError), match="expected"):
+        view(attention(), HOSTILE, include_libraries=False, colours=colours)
+
+
+@pytest.mark.browser
+def test_browser_head_view_draws_heads_in_the_given_colours(browser, tmp_path):
+    palette = ["#000000", "#e69f00", "#56b4e9"]
+    html = bv.head_view(attention(heads=3), HOSTILE, include_libraries=True, colours=palette).data
+    open_page(browser, tmp_path, html)
+    strokes = browser.execute_script("return Array.from(new Set(Array.from(document.querySelectorAll('svg line'))"
+                                     ".map(l => l.getAttribute('stroke'))))")
+    assert sorted(strokes) == sorted(palette)
+    assert bu.console_errors(browser) == []
+
+
+@pytest.mark.browser
+def test_browser_view_draws_with_the_libraries_linked_not_inlined(browser, tmp_path):
+    """What the website's build does (book/_ext/vendor_assets.py): script src to copies of the same files."""
+    for name, path in views_html.LIBRARY_FILES.items():
+        (tmp_path / f"{name}.js").write_text(views_html.javascript(path), encoding="utf-8")
+    html = bv.head_view(attention(), HOSTILE, include_libraries=True).data
+    linked = html.replace(views_html.libraries_script(), views_html.libraries_loader("d3.js", "jquery.js"))
+    assert "d3.js" in linked and views_html.library_source("d3")[:2000] not in linked
+    open_page(browser, tmp_path, requirejs_tag() + linked)
+    assert browser.execute_script("return document.querySelectorAll('svg line').length") > 0
+    assert bu.console_errors(browser) == []
+    kinds = browser.execute_script("return [typeof window.d3, typeof window.jQuery, typeof window.define, "
+                                   "window.attnlibBertviz.d3.version]")
+    assert kinds == ["undefined", "undefined", "function", "5.7.0"]

@@ -25,6 +25,7 @@ import pytest
 import site_assets as assets
 import yaml
 
+from attnlib.views import html as views_html
 from tests import browser_utils as bu
 
 pytestmark = pytest.mark.browser
@@ -373,3 +374,14 @@ def test_heaviest_page_stays_under_budget(browser, visits, site, capsys):
 def test_vendored_libraries_are_served(site):
     missing = [p for _, p in assets.site_files() if not (site / p).is_file()]
     assert missing == [], f"expected the vendored npm files in {site}, missing {missing[:5]}: run `make book`"
+
+
+def test_no_built_page_carries_d3_or_jquery_inline(site):
+    """The notebook's first BertViz view inlines both libraries; the build links the vendored copies instead."""
+    pages = sorted(site.rglob("*.html"))
+    sources = {name: views_html.library_source(name)[:4000] for name in views_html.LIBRARY_FILES}
+    inline = [(p.name, name) for p in pages for name, src in sources.items() if src in p.read_text(encoding="utf-8")]
+    assert inline == [], f"expected d3 and jQuery only as files under _static/_vendor/, found them inline in {inline}"
+    chapter = (site / "book" / "06_real_model.html").read_text(encoding="utf-8")
+    for name in ("d3", "jquery"):
+        assert chapter.count(f'<script src="../{assets.site_url(name)}"></script>') == 1, name

@@ -143,3 +143,31 @@ def test_duplicate_inline_scripts_are_dropped_once_per_page():
     vendor_assets.finish_page_scripts(None, "page", "page.html", context, None)
     assert [(s.filename, s.attributes) for s in context["script_files"]] == [
         (None, body), ("a.js", {}), ("a.js", {"defer": "defer"})]
+
+
+def test_inlined_libraries_become_script_elements_for_the_vendored_copies(tmp_path):
+    page = tmp_path / "book" / "06.html"
+    page.parent.mkdir()
+    inline = views_html.libraries_script()
+    page.write_text(f"<html><body><div>view</div>{inline}<p>after</p></body></html>", encoding="utf-8")
+    assert vendor_assets.link_libraries(page, tmp_path) is True
+    text = page.read_text(encoding="utf-8")
+    assert views_html.library_source("d3")[:2000] not in text and views_html.library_source("jquery")[:2000] not in text
+    assert text.count('<script src="../_static/_vendor/d3.min.js"></script>') == 1
+    assert text.count('<script src="../_static/_vendor/jquery.min.js"></script>') == 1
+    assert text.index("d3.min.js") < text.index("jquery.min.js") < text.index("<p>after</p>")
+    assert vendor_assets.link_libraries(page, tmp_path) is False  # nothing left to replace
+
+
+def test_a_foreign_inline_copy_of_the_libraries_is_an_error(tmp_path):
+    page = tmp_path / "06.html"
+    page.write_text('<script data-vendored="d3 jquery">\n(function () { /* another version */ })();\n</script>',
+                    encoding="utf-8")
+    with pytest.raises(vendor_assets.ExtensionError, match="not this attnlib's"):
+        vendor_assets.link_libraries(page, tmp_path)
+
+
+@pytest.mark.parametrize("url", ["a b.js", '"><script>x.js', "d3.min.css", None])
+def test_the_loader_refuses_urls_it_cannot_put_in_an_attribute_as_they_are(url):
+    with pytest.raises(ValueError, match="expected a plain relative URL"):
+        views_html.libraries_loader(url, "jquery.min.js")
