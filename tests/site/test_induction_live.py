@@ -172,7 +172,7 @@ pytestmark_browser = pytest.mark.browser
 def test_nothing_loads_before_run(page):
     driver, requests = page
     assert not [r.url for r in requests if r.url.endswith(li.MODEL_FILE)]
-    assert any(r.url.endswith(li.SCRIPT) for r in requests)
+    assert any(f"/_live/{li.SCRIPT}" in r.url for r in requests)  # with a ?v= version
     assert driver.execute_script(PROBE)["state"] == "ready"
 
 
