@@ -102,6 +102,18 @@ def test_the_chapter_holds_the_section_and_its_numbers_are_true(exported):
     kilobytes = li.build_model().stat().st_size / 1e3
     assert f"about {round(kilobytes, -1):.0f} kB" in text, kilobytes
     assert "layer 1 head 0 is the previous-token head, the layer-2 heads are the induction heads" in text
+    # "from the second copy on layer 2 head 0 puts most of each query's weight one past the earlier occurrence
+    # of its token (head 1 does so less consistently), and the predictions continue the sequence"
+    symbols = re.search(r'id="attnlib-induction-text"[^>]* value="([^"]+)"', text).group(1).split()
+    half = len(symbols) // 2
+    assert symbols[:half] == symbols[half:] and len(set(symbols[:half])) == half
+    with torch.no_grad():
+        logits, weights = _model(exported)(torch.tensor([[li.SYMBOLS.index(s) for s in symbols]]), need_weights=True)
+    queries = torch.arange(half, 2 * half)
+    hits = [int((weights[1][0, head, queries].argmax(-1) == queries - half + 1).sum()) for head in range(2)]
+    assert hits[0] == half and 0 < hits[1] < half, hits
+    predicted = [li.SYMBOLS[int(i)] for i in logits[0, half:-1].argmax(-1)]
+    assert predicted == symbols[half + 1:]
 
 
 def test_build_model_reuses_its_cache(tmp_path, monkeypatch):
