@@ -1,0 +1,161 @@
+"""Sphinx extension: chapter 7's live induction head, computed in the reader's browser with no kernel.
+
+Chapter 7 trains a tiny ``attnlib.induction.AttentionOnlyTransformer`` (2 layers of 2 heads, D = 64, a
+vocabulary of 32 symbols; about 39,000 numbers). When an HTML build starts, ``write_induction_files``
+trains it again exactly as the chapter does (``train_chapter_model``: the same seed, arguments and single
+thread, on the CPU), names its heads from the scores the chapter prints (``head_roles``), and puts into
+``<outdir>/_static/_live/``:
+
+* ``induction-model.json``: the shapes, the symbols, the heads' roles and scores, and every weight as
+  little-endian float32 in base64 (``export_weights``); the training (about 10 s) is cached in the
+  repository's ``_build/live-induction/`` under a key of its inputs, so a build that changes nothing
+  trains nothing;
+* ``induction-live.js`` (``book/_live/``): the forward pass in plain JavaScript (float64 arithmetic on
+  the float32 weights) and the section's drawing.
+
+On the page whose body holds the section (``id="attnlib-induction"``) it adds the script (deferred) and,
+inline, the model file's URL; the page downloads the weights only when the reader presses Run.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+import torch
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+from attnlib.views.html import script_json
+
+try:  # this folder is on sys.path when Sphinx loads the extension (JB1 local_extensions)
+    import live_model
+except ImportError:  # imported as book._ext.live_induction
+    from . import live_model
+
+logger = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[2]
+CACHE = REPO / "_build" / "live-induction"  # shared by every output folder
+SOURCE = Path(__file__).resolve().parent.parent / "_live"
+SCRIPT = "induction-live.js"
+MODEL_FILE = "induction-model.json"
+MARKER = 'id="attnlib-induction"'
+SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"  # chapter 7's names for the 32 tokens (cell 9398efba)
+# chapter 7, cell ee16c8d6: the model and its training, exactly
+ARCHITECTURE = {"vocab_size": 32, "d_model": 64, "num_heads": 2, "num_layers": 2, "max_length": 32}
+TRAINING = {"steps": 1000, "halves": range(4, 17), "batch_size": 32, "lr": 3e-3, "seed": 0, "probe_every": 25}
+PROBE_SEED, PROBE_HALF = 123, 16  # chapter 7, cell 8b77c718: the scores the chapter names the heads by
+ROLE_THRESHOLD = 0.25  # a head is named for a score above this: 6 times an evenly spread head's (about 0.04)
+
+
+def train_chapter_model() -> torch.nn.Module:
+    """Chapter 7's trained AttentionOnlyTransformer, made the way the chapter makes it (CPU, one thread)."""
+    from attnlib.induction import AttentionOnlyTransformer, train_induction  # noqa: PLC0415
+
+    torch.manual_seed(0)
+    model = AttentionOnlyTransformer(**ARCHITECTURE)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train_induction(model, **TRAINING)
+    finally:
+        torch.set_num_threads(threads)
+    return model.eval()
+
+
+def head_roles(model: torch.nn.Module) -> list[dict]:
+    """Per head (layer-major): layer and head (from 1 and 0, as the chapter writes them), scores and role.
+
+    The scores are the chapter's (64 probe sequences, seed 123). The layer-1 head with the highest
+    previous-token score, if above ``ROLE_THRESHOLD``, is "previous-token head"; a layer-2 head whose
+    induction score is above it is an "induction head".
+    """
+    from attnlib.induction import head_scores, repeated_tokens  # noqa: PLC0415
+
+    vocab = ARCHITECTURE["vocab_size"]
+    probe = repeated_tokens(64, PROBE_HALF, vocab, generator=torch.Generator().manual_seed(PROBE_SEED))
+    scores = head_scores(model, probe, half=PROBE_HALF)
+    roles = []
+    for layer in range(ARCHITECTURE["num_layers"]):
+        for head in range(ARCHITECTURE["num_heads"]):
+            previous, induction = float(scores["previous"][layer, head]), float(scores["induction"][layer, head])
+            role = ("previous-token head" if layer == 0 and previous > ROLE_THRESHOLD
+                    and previous == float(scores["previous"][0].max()) else
+                    "induction head" if layer == 1 and induction > ROLE_THRESHOLD else "")
+            roles.append({"layer": layer + 1, "head": head, "previous": round(previous, 2),
+                          "induction": round(induction, 2), "role": role})
+    return roles
+
+
+def _encode(tensor: torch.Tensor) -> dict:
+    """A weight as ``{"shape", "data"}``: row-major little-endian float32, base64."""
+    array = tensor.detach().cpu().numpy().astype("<f4")
+    return {"shape": list(array.shape), "data": base64.b64encode(array.tobytes()).decode("ascii")}
+
+
+def export_weights(model: torch.nn.Module) -> dict:
+    """Everything the page's forward pass needs: shapes, symbols, roles and the weights (Linear: (out, in))."""
+    weights = {"embed": _encode(model.embed.weight), "position": _encode(model.position.weight),
+               "unembed": _encode(model.unembed.weight),
+               "layers": [{name: _encode(getattr(layer, name).weight)
+                           for name in ("q_proj", "k_proj", "v_proj", "out_proj")} for layer in model.layers]}
+    return {**ARCHITECTURE, "symbols": SYMBOLS, "roles": head_roles(model), "weights": weights}
+
+
+def decode_weights(data: dict) -> dict[str, np.ndarray]:
+    """The inverse of ``export_weights``' encoding: ``{"embed", "position", "unembed", "layers.<i>.<name>"}``."""
+    def array(entry):
+        return np.frombuffer(base64.b64decode(entry["data"]), dtype="<f4").reshape(entry["shape"])
+
+    out = {name: array(data["weights"][name]) for name in ("embed", "position", "unembed")}
+    for index, layer in enumerate(data["weights"]["layers"]):
+        out.update({f"layers.{index}.{name}": array(entry) for name, entry in layer.items()})
+    return out
+
+
+def cache_key() -> str:
+    """What the trained weights depend on: this module, attnlib's model and training code, torch's version."""
+    files = [Path(__file__)] + [REPO / "attnlib" / name for name in ("induction.py", "multihead.py", "attention.py",
+                                                                     "causal.py")]
+    parts = [file.read_bytes() for file in files] + [f"torch=={version('torch')}".encode()]
+    return hashlib.sha256(b"\n".join(parts)).hexdigest()[:16]
+
+
+def build_model(cache_dir: Path = CACHE, log=print) -> Path:
+    """The exported model file in ``cache_dir``, trained once per ``cache_key``."""
+    path = Path(cache_dir) / f"induction-model-{cache_key()}.json"
+    if not path.is_file():
+        data = json.dumps(export_weights(train_chapter_model()), separators=(",", ":"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(data, encoding="utf-8")
+        log(f"live_induction: trained chapter 7's model, {path.stat().st_size / 1e3:.0f} kB at {path}")
+    return path
+
+
+def write_induction_files(app: Sphinx) -> None:
+    """builder-inited: train (or reuse) the model and put it and the script in the site."""
+    if app.builder is None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir) / live_model.LIVE_DIR
+    live_model._copy(build_model(log=logger.info), outdir / MODEL_FILE)  # noqa: SLF001 - the shared helper
+    live_model._copy(SOURCE / SCRIPT, outdir / SCRIPT)  # noqa: SLF001
+
+
+def add_page_script(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """html-page-context: on the page that holds the section (and no other), its script and the model's URL."""
+    if MARKER not in (context.get("body") or ""):
+        return
+    data = script_json({"model": f"{live_model.LIVE_DIR}/{MODEL_FILE}"})
+    app.add_js_file(None, body=f"window.attnlibInductionManifest = {data};")
+    app.add_js_file(f"_live/{SCRIPT}", loading_method="defer")
+
+
+def setup(app: Sphinx) -> dict:
+    """Register the build step and the per-page script."""
+    app.connect("builder-inited", write_induction_files)
+    app.connect("html-page-context", add_page_script)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
