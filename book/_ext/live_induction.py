@@ -141,8 +141,8 @@ def write_induction_files(app: Sphinx) -> None:
     if app.builder is None or app.builder.format != "html":
         return
     outdir = Path(app.outdir) / live_model.LIVE_DIR
-    live_model._copy(build_model(log=logger.info), outdir / MODEL_FILE)  # noqa: SLF001 - the shared helper
-    live_model._copy(SOURCE / SCRIPT, outdir / SCRIPT)  # noqa: SLF001
+    live_model.copy_file(build_model(log=logger.info), outdir / MODEL_FILE)
+    live_model.copy_file(SOURCE / SCRIPT, outdir / SCRIPT)
 
 
 def add_page_script(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:

@@ -73,7 +73,7 @@ DOWNLOADS = {
 }
 
 
-def _copy(source: Path, destination: Path) -> None:
+def copy_file(source: Path, destination: Path) -> None:
     """Copy unless an identical file (size and mtime: copy2 keeps it) is already there."""
     if destination.is_file() and filecmp.cmp(source, destination, shallow=True):
         return
@@ -125,20 +125,20 @@ def write_live_files(app: Sphinx) -> None:
         for site_path, source in VENDORED.items():
             if not (root / source).is_file():
                 raise FileNotFoundError(f"expected {root / source} from npm (run `npm ci`), got no such file")
-            _copy(root / source, outdir / site_path)
+            copy_file(root / source, outdir / site_path)
     except (FileNotFoundError, RuntimeError, ImportError) as error:
         raise ExtensionError(f"live model: {error}") from error
     for name in GZIPPED:
         _gzip(outdir / DOWNLOADS[name].removesuffix(".gz"), outdir / DOWNLOADS[name])
-    _copy(Path(report["path"]), outdir / LIVE_DIR / live.MODEL_FILE)
+    copy_file(Path(report["path"]), outdir / LIVE_DIR / live.MODEL_FILE)
     for name, data in live_views.tokenizer_files().items():
         _write(outdir / LIVE_DIR / name, json.dumps(data, ensure_ascii=False, separators=(",", ":")))
     source = hashlib.sha256(b"".join(path.read_bytes() for path in live_views.sources())).hexdigest()[:8]
     views = Path(report["path"]).parent / f"bertviz-views-{report['key']}-{source}.js"  # importing bertviz: 1 s
     if not views.is_file():
         views.write_text(live_views.bertviz_script(), encoding="utf-8")
-    _copy(views, outdir / LIVE_DIR / "bertviz-views.js")
-    _copy(SOURCE / SCRIPT, outdir / LIVE_DIR / SCRIPT)
+    copy_file(views, outdir / LIVE_DIR / "bertviz-views.js")
+    copy_file(SOURCE / SCRIPT, outdir / LIVE_DIR / SCRIPT)
     app.config._attnlib_live_manifest = manifest(outdir, report)  # noqa: SLF001 - read by add_page_script
     logger.info(f"live_model: {report['precision']} weights, {report['bytes'] / 1e6:.1f} MB, "
                 f"max |attention - eager| {report['max_error']:.1e} on {len(live.SENTENCES)} sentences")
