@@ -11,6 +11,7 @@ length L = N and width D = d, following the paper's two algorithms step by step:
   algorithm's loops and adds up each load and store: the readable reference the closed form is tested
   against.
 
+``decode_attention_io`` counts one decoding step (one new query against a cache of L keys and values).
 ``attention_flops`` counts the matrix-multiply FLOPs both share; ``roofline`` turns FLOPs and bytes into
 the time a GPU with a given bandwidth and peak FLOP/s needs at least.
 """
@@ -44,9 +45,15 @@ class GPU:
     bandwidth: float
     peak_flops: float
 
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte above which the compute units, not HBM, set the pace: peak_flops / bandwidth."""
+        return self.peak_flops / self.bandwidth
 
-# NVIDIA's data sheets: A100 SXM4 40 GB, 1,555 GB/s and 312 TFLOP/s FP16 tensor (dense); H100 SXM5,
-# 3.35 TB/s and 989 TFLOP/s BF16 tensor (dense; the sheet's 1,979 counts 2:4 sparsity).
+
+# NVIDIA's data sheets: A100 SXM4 40 GB, 1,555 GB/s HBM2 and 312 TFLOP/s FP16/BF16 tensor (dense; the sheet's
+# 624 counts 2:4 sparsity); H100 SXM5, 3.35 TB/s HBM3 and 989 TFLOP/s BF16 tensor (dense; the sheet's 1,979
+# counts 2:4 sparsity). Attention's matrices are dense, so the dense numbers are the roof.
 A100_SXM4_40GB = GPU("NVIDIA A100 SXM4 40GB", 1.555e12, 312e12)
 H100_SXM5 = GPU("NVIDIA H100 SXM5 80GB", 3.35e12, 989e12)
 
@@ -113,14 +120,27 @@ def flash_attention_io(length: int, head_dim: int, sram_elements: int, bytes_per
     return HBMTraffic(reads * bytes_per_element, writes * bytes_per_element)
 
 
-def attention_flops(length: int, head_dim: int) -> int:
-    """FLOPs of the two matrix products of one head, Q Kᵀ (L, D)·(D, L) and P V (L, L)·(L, D): 4L²D.
+def decode_attention_io(length: int, head_dim: int, bytes_per_element: int = 2) -> HBMTraffic:
+    """HBM traffic of one decoding step of one head: a query (1, D) against a cache K, V of shape (L, D).
 
-    A multiply-add counts as 2 FLOPs; the softmax's O(L²) exponentials and sums are left out.
+    A fused kernel reads q, K and V (2LD + D elements) and writes the output o (D); the L scores stay on chip.
+    """
+    _check_sizes(length, head_dim, bytes_per_element)
+    reads = 2 * length * head_dim + head_dim  # K, V; q
+    return HBMTraffic(reads * bytes_per_element, head_dim * bytes_per_element)
+
+
+def attention_flops(length: int, head_dim: int, *, query_length: int | None = None) -> int:
+    """FLOPs of the two matrix products of one head, Q Kᵀ (Lq, D)·(D, L) and P V (Lq, L)·(L, D): 4·Lq·L·D.
+
+    ``query_length`` Lq defaults to L (self-attention: 4L²D); 1 is a decoding step. A multiply-add counts
+    as 2 FLOPs; the softmax's O(Lq·L) exponentials and sums are left out.
     """
     require_positive_int("length", length)
     require_positive_int("head_dim", head_dim)
-    return 4 * length * length * head_dim
+    queries = length if query_length is None else query_length
+    require_positive_int("query_length", queries)
+    return 4 * queries * length * head_dim
 
 
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:

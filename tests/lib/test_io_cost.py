@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from attnlib.io_cost import (
     A100_SXM4_40GB,
+    H100_SXM5,
     arithmetic_intensity,
     attention_flops,
+    decode_attention_io,
     flash_attention_io,
     flash_attention_io_by_loops,
     flash_block_sizes,
@@ -99,3 +101,42 @@ def test_bad_input():
         flash_attention_io(8, 4, 2.5)
     with pytest.raises(ValueError, match="bandwidth"):
         roofline(1.0, 1.0, 0.0, 1.0)
+    with pytest.raises(ValueError, match="query_length"):
+        attention_flops(8, 4, query_length=0)
+    with pytest.raises(ValueError, match="length"):
+        decode_attention_io(0, 4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(length=st.integers(1, 4096), head_dim=st.integers(1, 256), data=st.data())
+def test_flash_attention_stays_within_constant_multiples_of_l2_d2_over_m(length, head_dim, data):
+    """Theorem 2's Θ(N²d²/M) for every d ≤ M ≤ Nd, with explicit constants from Algorithm 1's block sizes.
+
+    Upper: T_c ≤ 4Nd/M + 1 and M ≤ Nd give at most 4(3 + 4/d) + (3 + 4/d) + (3 + 2/d) ≤ 40 times N²d²/M.
+    Lower: M ≥ 4d gives B_c ≤ M/2d, so T_c ≥ 2Nd/M and at least 6N²d²/M; M < 4d gives B_c = 1, T_c = N and
+    at least 3N²d ≥ 3N²d²/M.
+    """
+    sram = data.draw(st.integers(head_dim, length * head_dim))
+    ratio = flash_attention_io(length, head_dim, sram, 1).total / (length**2 * head_dim**2 / sram)
+    assert 3 <= ratio <= 40
+
+
+def test_gpu_constants_are_the_datasheets_dense_tensor_numbers():
+    """NVIDIA's data sheets; the sparse headline (A100 624, H100 1,979 TFLOP/s) is twice the dense number."""
+    assert (A100_SXM4_40GB.bandwidth, A100_SXM4_40GB.peak_flops) == (1_555e9, 312e12)
+    assert (H100_SXM5.bandwidth, H100_SXM5.peak_flops) == (3.35e12, 989e12)
+    assert 2 * A100_SXM4_40GB.peak_flops == 624e12 and abs(2 * H100_SXM5.peak_flops - 1_979e12) <= 1e12  # 989.4 rounded
+    assert H100_SXM5.ridge_point == H100_SXM5.peak_flops / H100_SXM5.bandwidth
+    assert 290 < H100_SXM5.ridge_point < 300 and 200 < A100_SXM4_40GB.ridge_point < 201
+
+
+def test_decoding_step_reads_the_cache_once_at_about_one_flop_per_byte():
+    """One query against L cached keys and values: 2LD + D elements in, D out; 4LD FLOPs; intensity → 1 in 16 bits."""
+    for n, d in ((1, 1), (4096, 128), (100, 64)):
+        traffic = decode_attention_io(n, d, bytes_per_element=1)
+        assert (traffic.reads, traffic.writes) == (2 * n * d + d, d)
+        assert attention_flops(n, d, query_length=1) == 2 * n * d + 2 * n * d  # q Kᵀ, then p V
+    intensities = [arithmetic_intensity(attention_flops(n, 128, query_length=1), decode_attention_io(n, 128).total)
+                   for n in (64, 1024, 65_536)]
+    assert intensities == sorted(intensities) and 0.99 < intensities[-1] < 1
+    assert attention_flops(300, 16, query_length=300) == attention_flops(300, 16)
