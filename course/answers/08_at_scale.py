@@ -51,4 +51,31 @@ def causal_tiles(length, block_size):
     return (n * n + n) // 2
 ''',
     },
+    "ex5": {
+        "wrong": {
+            # tiling read as "every input once": K and V loaded a single time, not once per query block
+            "K and V read once": '''def swapped_loops_io(length, head_dim, block_rows, bytes_per_element=2):
+    reads = 3 * length * head_dim  # Q, K, V
+    writes = length * head_dim + length  # O and the log-sum-exp
+    return (reads + writes) * bytes_per_element
+''',
+            # floor instead of ceiling: forgets the last, shorter query block
+            "floor of L / B_r": '''def swapped_loops_io(length, head_dim, block_rows, bytes_per_element=2):
+    blocks = length // block_rows
+    elements = length * head_dim + blocks * 2 * length * head_dim + length * head_dim + length
+    return elements * bytes_per_element
+''',
+        },
+        "shortcut": None,  # the exercise states no rule
+        # walks the query blocks one by one instead of a closed form
+        "alternative": '''def swapped_loops_io(length, head_dim, block_rows, bytes_per_element=2):
+    elements = 0
+    for start in range(0, length, block_rows):
+        rows = min(block_rows, length - start)
+        elements += rows * head_dim  # Q_i
+        elements += 2 * length * head_dim  # every key and value
+        elements += rows * (head_dim + 1)  # O_i and its log-sum-exp
+    return elements * bytes_per_element
+''',
+    },
 }
