@@ -93,4 +93,61 @@ def rolling_decode(query, key, value, window):
     return out
 ''',
     },
+    "ex5": {
+        "wrong": {
+            # counts slots, not blocks: a request's last block is only partly full, but it is all taken
+            "no whole blocks": '''\
+def requests_that_fit(budget_bytes, lengths, bytes_per_token, block_size):
+    """How many of the requests, admitted in order, fit together in a paged cache of budget_bytes."""
+    free_tokens = budget_bytes // bytes_per_token
+    admitted = 0
+    for length in lengths:
+        if length > free_tokens:
+            break
+        free_tokens -= length
+        admitted += 1
+    return admitted
+''',
+            # rounds the requests' total up to blocks, as if two requests could share a block
+            "shared blocks": '''\
+def requests_that_fit(budget_bytes, lengths, bytes_per_token, block_size):
+    """How many of the requests, admitted in order, fit together in a paged cache of budget_bytes."""
+    blocks = budget_bytes // (block_size * bytes_per_token)
+    total, admitted = 0, 0
+    for length in lengths:
+        total += length
+        if -(-total // block_size) > blocks:
+            break
+        admitted += 1
+    return admitted
+''',
+            # skips a request that does not fit and admits later, shorter ones: not "in order"
+            "skips ahead": '''\
+def requests_that_fit(budget_bytes, lengths, bytes_per_token, block_size):
+    """How many of the requests, admitted in order, fit together in a paged cache of budget_bytes."""
+    free_blocks = budget_bytes // (block_size * bytes_per_token)
+    admitted = 0
+    for length in lengths:
+        needed = -(-length // block_size)
+        if needed <= free_blocks:
+            free_blocks -= needed
+            admitted += 1
+    return admitted
+''',
+        },
+        "shortcut": None,
+        # running totals of whole blocks per request, then a binary search for the last prefix that fits
+        "alternative": '''\
+import bisect
+import itertools
+import math
+
+
+def requests_that_fit(budget_bytes, lengths, bytes_per_token, block_size):
+    """How many of the requests, admitted in order, fit together in a paged cache of budget_bytes."""
+    pool = budget_bytes // (block_size * bytes_per_token)
+    used = list(itertools.accumulate(math.ceil(n / block_size) for n in lengths))
+    return bisect.bisect_right(used, pool)
+''',
+    },
 }

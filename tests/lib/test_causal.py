@@ -281,3 +281,40 @@ def test_paged_cache_errors_write_nothing():
     with pytest.raises(KeyError, match="'zz'"):
         paged.release("zz")
     assert paged.nbytes == 2 * 3 * 2 * 4 * 8 * 8
+
+
+def test_sequences_keep_decoding_exactly_while_released_blocks_are_reused_under_them():
+    """Release a sequence mid-stream; a new one decodes step by step in its old blocks (stale values in them)
+    while the others go on; every step equals a contiguous KVCache per sequence."""
+    paged = PagedKVCache(6, 4, 2, 8, dtype=torch.float64, value_dim=6)
+    contiguous = {}
+    schedule = [("a", 3), ("b", 6), ("a", 1), ("b", 1), ("a", 1), "release b", ("c", 2), ("a", 1)]
+    schedule += [("c", 1), ("a", 1)] * 5
+    for step, entry in enumerate(schedule):
+        if entry == "release b":
+            freed = paged.block_tables["b"]
+            paged.release("b")
+            continue
+        seq, size = entry
+        q, k = randn(4, size, 8, seed=5 * step), randn(2, size, 8, seed=5 * step + 1)  # 4 query heads, 2 KV heads
+        v = randn(2, size, 6, seed=5 * step + 2)
+        cache = contiguous.setdefault(seq, KVCache(1, 1, 2, 32, 8, dtype=torch.float64, value_dim=6))
+        expected, _ = cached_attention(cache, 0, q[None], k[None], v[None])
+        out, _ = paged_attention(paged, seq, q, k, v)
+        torch.testing.assert_close(out, expected[0], atol=1e-12, rtol=0)
+    assert paged.lengths == {"a": 11, "c": 7}
+    assert set(paged.block_tables["c"]) <= set(freed)  # c lives where b lived
+    assert len(paged.free_blocks) == 6 - 3 - 2
+
+
+@pytest.mark.parametrize("layout, kwargs, by_hand", [
+    ("mha", {"num_layers": 32, "num_heads": 32, "head_dim": 128}, 2 * 32 * 32 * 128 * 2),  # Llama 2 7B
+    ("mqa", {"num_layers": 32, "num_heads": 71, "head_dim": 64}, 2 * 32 * 1 * 64 * 2),  # Falcon 7B
+    ("gqa", {"num_layers": 32, "num_heads": 32, "head_dim": 128, "num_kv_heads": 8}, 2 * 32 * 8 * 128 * 2),  # Mistral
+    ("mla", {"num_layers": 60, "num_heads": 128, "head_dim": 128, "latent_dim": 512, "rope_dim": 64},
+     60 * (512 + 64) * 2),  # DeepSeek-V2: the latent and the shared rotary key, per layer
+    ("mla", {"num_layers": 60, "num_heads": 128, "head_dim": 128, "latent_dim": 512, "rope_dim": 64,
+             "bytes_per_value": 1}, 60 * 576),
+])
+def test_kv_bytes_per_token_of_named_models_equal_hand_counts(layout, kwargs, by_hand):
+    assert kv_bytes_per_token(layout, **kwargs) == by_hand
