@@ -11,7 +11,9 @@ network whose state is that (Dk, Dv) matrix and (Dk,) vector.
 
 * ``linear_attention``: the parallel form (all positions at once; causal with cumulative sums);
 * ``linear_attention_recurrent``: the causal form one position at a time, carrying the state;
-* ``linear_attention_weights``: the (Lq, Lk) weights the parallel form never builds, to look at them.
+* ``linear_attention_weights``: the (Lq, Lk) weights the parallel form never builds, to look at them;
+* ``max_weight_bound``: the most weight *any* query can give each key, set by the keys' features alone
+  (softmax has no such bound: a large enough query puts all its weight on one key).
 """
 
 from __future__ import annotations
@@ -21,27 +23,43 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from attnlib._checks import batch_shape, check_qkv, require_bool, require_float, require_positive, require_tensor
+from attnlib._checks import (
+    batch_shape,
+    check_attention_args,
+    check_scores_args,
+    require_bool,
+    require_float_tensor,
+    require_positive,
+)
 
 
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     """φ(x) = elu(x) + 1, applied to each entry of x (..., L, Dk): positive, so every weight is > 0."""
-    require_tensor("x", x)
-    require_float("x", x)
+    require_float_tensor("x", x, 1, "(..., Dk)")
+    return _elu_plus_one(x)
+
+
+def _elu_plus_one(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1
 
 
-def _check(query, key, value, is_causal: bool, eps: float, feature_map) -> None:
+def _features(feature_map: Callable, x: torch.Tensor) -> torch.Tensor:
+    """φ(x) (..., L, Dk); the default map's unchecked kernel, since the caller has checked x."""
+    return _elu_plus_one(x) if feature_map is elu_feature_map else feature_map(x)
+
+
+def _check_options(is_causal: bool, eps: float, feature_map, lq: int, lk: int) -> None:
     if not callable(feature_map):
         raise TypeError(f"expected feature_map to be a function of a tensor, got {type(feature_map).__name__}")
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        require_tensor(name, t)
-    check_qkv(query, key, value)
     require_bool("is_causal", is_causal)
     require_positive("eps", eps)
-    if is_causal and query.shape[-2] != key.shape[-2]:
-        raise ValueError(f"expected causal linear attention with Lq == Lk, got query {tuple(query.shape)} "
-                         f"and key {tuple(key.shape)}")
+    if is_causal and lq != lk:
+        raise ValueError(f"expected causal linear attention with Lq == Lk, got Lq={lq} and Lk={lk}")
+
+
+def _check(query, key, value, is_causal: bool, eps: float, feature_map) -> None:
+    check_attention_args(query, key, value)
+    _check_options(is_causal, eps, feature_map, query.shape[-2], key.shape[-2])
 
 
 def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool = False,
@@ -52,7 +70,7 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     cumulative sums of the (Dk, Dv) outer products, O(L·Dk·Dv) memory. ``eps`` is added to each denominator.
     """
     _check(query, key, value, is_causal, eps, feature_map)
-    phi_q, phi_k = feature_map(query), feature_map(key)  # (..., Lq, Dk), (..., Lk, Dk)
+    phi_q, phi_k = _features(feature_map, query), _features(feature_map, key)  # (..., Lq, Dk), (..., Lk, Dk)
     if not is_causal:
         kv = phi_k.transpose(-2, -1) @ value  # (..., Dk, Lk) @ (..., Lk, Dv) -> (..., Dk, Dv)
         norm = phi_q @ phi_k.sum(dim=-2)[..., None]  # (..., Lq, Dk) @ (..., Dk, 1) -> (..., Lq, 1)
@@ -71,7 +89,7 @@ def linear_attention_recurrent(query: torch.Tensor, key: torch.Tensor, value: to
     o_i = φ(q_i)ᵀ S / (φ(q_i)ᵀ z + eps). Memory per step is constant in L, like a decoder's next token.
     """
     _check(query, key, value, True, eps, feature_map)
-    phi_q, phi_k = feature_map(query), feature_map(key)
+    phi_q, phi_k = _features(feature_map, query), _features(feature_map, key)
     batch = batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     state = query.new_zeros((*batch, query.shape[-1], value.shape[-1]))  # (..., Dk, Dv)
     z = query.new_zeros((*batch, query.shape[-1]))  # (..., Dk)
@@ -91,8 +109,26 @@ def linear_attention_weights(query: torch.Tensor, key: torch.Tensor, *, is_causa
     query (..., Lq, Dk), key (..., Lk, Dk). ``weights @ value`` equals ``linear_attention``'s output.
     Costs O(Lq·Lk): for looking at a few rows, not for computing.
     """
-    _check(query, key, key, is_causal, eps, feature_map)
-    kernel = feature_map(query) @ feature_map(key).transpose(-2, -1)  # (..., Lq, Dk) @ (..., Dk, Lk)
+    check_scores_args(query, key)
+    _check_options(is_causal, eps, feature_map, query.shape[-2], key.shape[-2])
+    phi_q, phi_k = _features(feature_map, query), _features(feature_map, key)
+    kernel = phi_q @ phi_k.transpose(-2, -1)  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
     if is_causal:
         kernel = kernel.tril()  # key j <= query i
     return kernel / (kernel.sum(dim=-1, keepdim=True) + eps)
+
+
+def max_weight_bound(key: torch.Tensor, *, feature_map: Callable = elu_feature_map) -> torch.Tensor:
+    """The most weight any query can give each key, key (..., Lk, Dk) -> (..., Lk), for a positive ``feature_map``.
+
+    With u = φ(q) > 0 and a_j = φ(k_j) > 0: u·a_j' >= min_d(a_j'd / a_jd) u·a_j, so key j's weight (eps = 0) is
+    at most 1 / (1 + Σ_{j' ≠ j} min_d a_j'd / a_jd), whatever the query.
+    """
+    require_float_tensor("key", key, 2, "(..., Lk, Dk)")
+    if not callable(feature_map):
+        raise TypeError(f"expected feature_map to be a function of a tensor, got {type(feature_map).__name__}")
+    a = _features(feature_map, key)  # (..., Lk, Dk)
+    if not (a > 0).all():
+        raise ValueError("expected a feature map with positive values (the bound needs φ > 0), got values <= 0")
+    ratios = (a[..., None, :, :] / a[..., :, None, :]).amin(dim=-1)  # (..., Lk j, Lk j'): min_d a_j'd / a_jd
+    return 1 / ratios.sum(dim=-1)  # the j' = j term is 1

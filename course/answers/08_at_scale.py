@@ -78,4 +78,30 @@ def causal_tiles(length, block_size):
     return elements * bytes_per_element
 ''',
     },
+    "ex6": {
+        # the most common slip: the numerator's state forgets, the denominator z keeps summing every key
+        "wrong": '''import torch
+
+
+def decayed_step(state, phi_q, phi_k, value, gamma):
+    S, z = state
+    S = gamma * S + phi_k[..., :, None] * value[..., None, :]
+    z = z + phi_k
+    output = (phi_q[..., None, :] @ S)[..., 0, :] / ((phi_q * z).sum(dim=-1, keepdim=True) + 1e-6)
+    return (S, z), output
+''',
+        "shortcut": None,  # the exercise states no rule
+        # einsum for the outer product and the read-out; the decay written as a separate step
+        "alternative": '''import torch
+
+
+def decayed_step(state, phi_q, phi_k, value, gamma):
+    S, z = (gamma * part for part in state)  # forget first
+    S = S + torch.einsum("...k,...v->...kv", phi_k, value)
+    z = z + phi_k
+    numerator = torch.einsum("...k,...kv->...v", phi_q, S)
+    denominator = torch.einsum("...k,...k->...", phi_q, z)[..., None] + 1e-6
+    return (S, z), numerator / denominator
+''',
+    },
 }

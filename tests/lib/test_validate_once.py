@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import attnlib
-from attnlib import _checks, numpy_ops
+from attnlib import _checks, linear, numpy_ops
 from attnlib.flash import flash_attention
 
 CHECKS = {name: f for name, f in vars(_checks).items()
@@ -108,6 +108,20 @@ def test_the_steps_check_each_tensor_once(entries):
              (lambda: attnlib.project(x, w), {"x": x, "weight": w}),
              (lambda: layer(x), {"x": x}),
              (lambda: attnlib.apply_mask(scores, is_causal=True), {"scores": scores})]
+    for call, tensors in calls:
+        entries.clear()
+        call()
+        _checked_once(entries, **tensors)
+
+
+def test_linear_attention_checks_each_tensor_once(entries):
+    query, key, value = _qkv()
+    causal_query = torch.randn(2, 4, 7, 8, generator=torch.Generator().manual_seed(1))  # Lq = Lk
+    calls = [(lambda: linear.linear_attention(query, key, value), {"query": query, "key": key, "value": value}),
+             (lambda: linear.linear_attention_recurrent(causal_query, key, value),
+              {"query": causal_query, "key": key, "value": value}),
+             (lambda: linear.linear_attention_weights(query, key), {"query": query, "key": key}),
+             (lambda: linear.max_weight_bound(key), {"key": key})]
     for call, tensors in calls:
         entries.clear()
         call()
