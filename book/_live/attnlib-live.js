@@ -440,8 +440,8 @@
       const words = manifest.embeddings;
       say(parts, `Nothing has been downloaded yet. Run loads the model and its runtime from this site ` +
         `(${(total / MB).toFixed(0)} MB, once per visit) and the word vectors your sentence needs ` +
-        `(${Math.round(words.bytes / 1e3)} kB for each group of ${words.rows} words of the vocabulary that ` +
-        'it uses), then computes in your browser.');
+        `(${Math.round(words.bytes / 1e3)} kB for each block of ${words.rows} vocabulary entries its tokens ` +
+        'fall in), then computes in your browser.');
     }
   }
 
