@@ -526,6 +526,17 @@ def test_no_request_left_loopback(page):
 
 
 @pytestmark_browser
+def test_a_word_file_that_fails_to_download_says_which(site):
+    with bu.serve(site) as base_url, bu.chromium() as driver:
+        driver.set_script_timeout(300)
+        driver.get(base_url + PAGE)
+        driver.execute_script("window.attnlibLiveManifest.embeddings.url = '_static/_live/no-such-folder/';")
+        probe, _ = _run_in_page(driver, "Why?")
+        assert probe["state"] == "error", probe["status"]
+        assert "Could not download _static/_live/no-such-folder/" in probe["status"] and "HTTP 404" in probe["status"]
+
+
+@pytestmark_browser
 def test_file_url_says_how_to_serve(site):
     with bu.chromium() as driver:
         driver.get((site / PAGE).resolve().as_uri())
