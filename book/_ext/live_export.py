@@ -10,11 +10,13 @@ This module makes the model file it loads, at book build time and offline:
   ``output_attentions`` gives;
 * the word-embedding table (vocabulary x D, over half of the weights) is not in the graph: ``write_shards``
   cuts it, float32 as trained, into files of ``ROWS_PER_SHARD`` rows by token id, and the page fetches only
-  the files its tokens need (BERT's vocabulary lists words roughly by frequency, so common words share files);
+  the files its tokens need (after the single characters, BERT's vocabulary starts with the most common words,
+  "the", "of", "and", ..., so common words share files);
 * ``PRECISIONS`` are ways to store the graph's weights (float32 as trained; float16 weights that the graph
   casts back to float32 before computing), named by the model's parameters; ``choose_precision`` keeps the
   smallest file whose attention stays within ``HEADROOM * TOLERANCE`` (max abs) of transformers' eager
-  attention on ``SENTENCES``, so that sentences it never saw stay within ``TOLERANCE``;
+  attention on ``SENTENCES``, leaving room for sentences it never saw (``tests/site/test_live.py`` checks
+  held-out ones against ``TOLERANCE``);
 * ``build_model`` does all of it and caches the result, so a build that changes nothing skips it.
 
 Build tooling (``live_model.py`` calls it; onnx, onnxscript and onnxruntime come with
