@@ -4,13 +4,20 @@ The website's "try your own sentence" section (chapter 6) runs all-MiniLM-L6-v2 
 This module makes the model file it loads, at book build time and offline:
 
 * ``export_float32`` traces the packaged model (``attnlib.models.load_minilm``) with torch's ONNX
-  exporter (``dynamo=True``); the graph takes ``input_ids`` of shape (1, L), L free, and returns one
-  output per layer, ``attention_<i>`` of shape (1, H, L, L), the probabilities ``output_attentions``
-  gives;
-* ``PRECISIONS`` are ways to store the weights (float32 as trained; float16 weights that the graph
-  casts back to float32 before computing); ``choose_precision`` keeps the smallest file whose
-  attention stays within ``TOLERANCE`` (max abs) of transformers' eager attention on ``SENTENCES``;
-* ``build_model`` does both and caches the result, so a build that changes nothing skips it.
+  exporter (``dynamo=True``); the graph takes ``inputs_embeds`` of shape (1, L, D), L free: the rows of
+  the word-embedding table for the sentence's token ids (position and token-type embeddings stay in the
+  graph), and returns one output per layer, ``attention_<i>`` of shape (1, H, L, L), the probabilities
+  ``output_attentions`` gives;
+* the word-embedding table (vocabulary x D, over half of the weights) is not in the graph: ``write_shards``
+  cuts it, float32 as trained, into files of ``ROWS_PER_SHARD`` rows by token id, and the page fetches only
+  the files its tokens need (after the single characters, BERT's vocabulary starts with the most common words,
+  "the", "of", "and", ..., so common words share files);
+* ``PRECISIONS`` are ways to store the graph's weights (float32 as trained; float16 weights that the graph
+  casts back to float32 before computing), named by the model's parameters; ``choose_precision`` keeps the
+  smallest file whose attention stays within ``HEADROOM * TOLERANCE`` (max abs) of transformers' eager
+  attention on ``SENTENCES``, leaving room for sentences it never saw (``tests/site/test_live.py`` checks
+  held-out ones against ``TOLERANCE``);
+* ``build_model`` does all of it and caches the result, so a build that changes nothing skips it.
 
 Build tooling (``live_model.py`` calls it; onnx, onnxscript and onnxruntime come with
 ``requirements-dev.txt``); the same numbers are checked again in the browser by ``tests/site/test_live.py``.
@@ -18,8 +25,11 @@ Build tooling (``live_model.py`` calls it; onnx, onnxscript and onnxruntime come
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
 import json
+import re
 import shutil
 import time
 from importlib.metadata import version
@@ -28,13 +38,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-TOLERANCE = 1e-3  # max abs difference from transformers' eager attention that a stored precision may cause
+TOLERANCE = 1e-3  # max abs difference from transformers' eager attention that the live model may show
+HEADROOM = 0.75  # the chosen precision's worst error on SENTENCES stays below HEADROOM * TOLERANCE
 MODEL_FILE = "minilm-attention.onnx"
 REPORT_FILE = "minilm-attention.json"
-INPUT = "input_ids"
+SHARD_DIR = "word-embeddings"  # ROWS_PER_SHARD rows of the word-embedding table per file, float32
+ROWS_PER_SHARD = 64  # 64 x 384 float32 = 98 kB a file, 477 files
+INPUT = "inputs_embeds"
 OPSET = 18
-# The sentences the precision is chosen on (the browser test runs some of them again): short and long,
-# punctuation, digits, accents, characters outside the vocabulary, markup.
+# The sentences the precision is chosen on (tests/site/test_live.py's HELD_OUT are others): short and long,
+# punctuation, digits, accents, scripts and characters outside the vocabulary, markup, repeated words.
 SENTENCES = (
     "The animal did not cross the busy street because it was tired.",
     "Markup is text: <img src=x onerror=alert(1)> and </script><script>alert(2)</script> never run.",
@@ -46,19 +59,35 @@ SENTENCES = (
     "She said <b>hi</b> & left — 東京 🚀 was never mentioned again.",
     "A " + " ".join(["very"] * 60) + " long sentence tests positions far from the start.",
     "Why?",
+    "Time flies like an arrow; fruit flies like a banana.",
+    "¿Dónde está la biblioteca? Está cerca de la estación, a 200 metros.",
+    "Der schnelle braune Fuchs springt über den faulen Hund.",
+    "\u201cQuoted,\u201d she wrote \u2014 then (in parentheses) added: \u2018no!\u2019 \u2026 and stopped?!",
+    "Buffalo buffalo Buffalo buffalo buffalo buffalo Buffalo buffalo.",
+    "The the the the the the the the the the.",
+    "Email me at someone@example.com or call +1 (555) 010-9999 before 5:30 p.m.",
+    "def attention(q, k, v): return softmax(q @ k.T / sqrt(d)) @ v",
+    "Attention lets every token look at every other token in the sentence and decide, with weights that sum to "
+    "one, how much of each one to copy; a model stacks many such layers, and each layer has several heads that "
+    "learn different patterns, such as looking at the previous word, at the separator, or at a word that "
+    "repeats, which is why the same sentence can show very different maps from one head to the next.",
+    "Привет, мир! Γειά σου κόσμε! مرحبا بالعالم! नमस्ते दुनिया!",
+    "😀😀😀 emoji-only lines, #hashtags and @mentions!!!",
+    "OK.",
 )
 
 
 class _Attentions(torch.nn.Module):
-    """BertModel -> a module mapping input_ids (1, L) to N tensors (1, H, L, L), one per layer."""
+    """BertModel -> a module mapping inputs_embeds (1, L, D) to N tensors (1, H, L, L), one per layer."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor):
-        out = self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                         token_type_ids=torch.zeros_like(input_ids), output_attentions=True)
+    def forward(self, inputs_embeds: torch.Tensor):
+        mask = torch.ones(inputs_embeds.shape[:2], dtype=torch.int64)
+        out = self.model(inputs_embeds=inputs_embeds, attention_mask=mask, token_type_ids=torch.zeros_like(mask),
+                         output_attentions=True)
         return tuple(out.attentions)
 
 
@@ -73,14 +102,15 @@ def export_float32(path: Path) -> Path:
 
     tokenizer, model = load_minilm()
     model = model.to("cpu").float().eval()
-    example = tokenizer("Mark told Sam that he was leaving.", return_tensors="pt")["input_ids"]
+    ids = tokenizer("Mark told Sam that he was leaving.", return_tensors="pt")["input_ids"]
+    example = model.embeddings.word_embeddings(ids).detach()  # (1, L, D)
     length = torch.export.Dim("length", min=2, max=model.config.max_position_embeddings)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
         program = torch.onnx.export(_Attentions(model).eval(), (example,), dynamo=True, opset_version=OPSET,
                                     input_names=[INPUT], output_names=output_names(model.config.num_hidden_layers),
-                                    dynamic_shapes={"input_ids": {1: length}}, verbose=False,
+                                    dynamic_shapes={INPUT: {1: length}}, verbose=False,
                                     optimize=True)
     proto = program.model_proto
     onnx.save_model(proto, str(path), save_as_external_data=False)
@@ -133,20 +163,90 @@ def _half_weights(proto, keep=frozenset(), min_elements: int = 1024):
     return proto
 
 
+def word_embeddings() -> np.ndarray:
+    """The word-embedding table, float32 as trained: (vocabulary, D)."""
+    return _table().copy()
+
+
+@functools.cache
+def _table() -> np.ndarray:
+    _, model = load_minilm()
+    return model.embeddings.word_embeddings.weight.detach().float().cpu().numpy()
+
+
+def write_shards(table: np.ndarray, folder: Path, rows: int = ROWS_PER_SHARD) -> dict:
+    """``table`` (V, D) as files ``<k>.bin`` in ``folder``: rows ``k * rows`` ... ``(k + 1) * rows - 1``,
+    little-endian float32, row after row (the last file may be shorter). Returns what the page needs."""
+    if table.ndim != 2 or rows < 1:
+        raise ValueError(f"expected a (V, D) table and rows >= 1, got shape {table.shape} and rows={rows}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = np.ascontiguousarray(table, dtype="<f4")
+    count = -(-len(data) // rows)
+    for k in range(count):
+        (folder / f"{k}.bin").write_bytes(data[k * rows:(k + 1) * rows].tobytes())
+    return {"rows": rows, "width": int(data.shape[1]), "vocabulary": int(data.shape[0]), "shards": count,
+            "bytes": rows * int(data.shape[1]) * 4}
+
+
+def shards_for(input_ids, rows: int = ROWS_PER_SHARD) -> list[int]:
+    """The shard files a sentence's token ids need, in order."""
+    return sorted({int(i) // rows for i in input_ids})
+
+
+def parameter_names(proto) -> dict[str, str]:
+    """Initializer name -> the model's parameter name (``encoder.layer.2.intermediate.dense.weight``), for every
+    initializer that holds a parameter as it is or transposed (the exporter names matrices ``val_<n>``)."""
+    from onnx import numpy_helper  # noqa: PLC0415
+
+    _, model = load_minilm()
+    params = {name: p.detach().float().cpu().numpy() for name, p in model.named_parameters()}
+    by_shape: dict[tuple, list[str]] = {}
+    for name, value in params.items():
+        by_shape.setdefault(value.shape, []).append(name)
+    names = {}
+    for init in proto.graph.initializer:
+        value = numpy_helper.to_array(init)
+        for candidate in (value, value.T):
+            match = [n for n in by_shape.get(candidate.shape, []) if np.array_equal(params[n], candidate)]
+            if match:
+                names[init.name] = match[0]
+                break
+    return names
+
+
+def _layer(name: str) -> int:
+    found = re.search(r"encoder\.layer\.(\d+)\.", name)
+    return int(found.group(1)) if found else -1
+
+
+def _feed_forward(name: str) -> bool:
+    return ".intermediate.dense." in name or (".output.dense." in name and ".attention." not in name)
+
+
+def _half_parameters(proto, which):
+    """float16 for the parameters ``which(parameter name)`` selects (matrices and tables only)."""
+    names = parameter_names(proto)
+    keep = {init.name for init in proto.graph.initializer if not (init.name in names and which(names[init.name]))}
+    return _half_weights(proto, keep=keep)
+
+
 def _half_but_scores(proto):
     return _half_weights(proto, keep=score_inputs(proto))
 
 
-def _half_embeddings(proto):
-    return _half_weights(proto, keep={i.name for i in proto.graph.initializer if i.name != WORD_EMBEDDINGS})
-
-
-WORD_EMBEDDINGS = "model.embeddings.word_embeddings.weight"  # (vocabulary, D): over half of the weights
-# name -> function that rewrites the float32 ModelProto (None: keep it); all compute in float32
+# name -> function that rewrites the float32 ModelProto (None: keep it); all compute in float32. The word
+# embeddings are never here: they travel as float32 shards. Layer 0's feed-forward block moves the attention
+# most when rounded (measured: 1.2e-3 alone), so the candidates in between keep it in float32.
 PRECISIONS = {
     "float16": _half_weights,  # every weight matrix stored in half precision
     "float16, query/key float32": _half_but_scores,  # ... except what feeds the scores
-    "float16 word embeddings": _half_embeddings,  # only the vocabulary table in half precision
+    "float16 except layer 0's feed-forward": functools.partial(
+        _half_parameters, which=lambda n: not (_feed_forward(n) and _layer(n) == 0)),
+    "float16 feed-forward in layers 1-4": functools.partial(
+        _half_parameters, which=lambda n: _feed_forward(n) and _layer(n) >= 1),
+    "float16 feed-forward in layers 2-4": functools.partial(
+        _half_parameters, which=lambda n: _feed_forward(n) and _layer(n) >= 2),
     "float32": None,  # as trained
 }
 
@@ -167,14 +267,15 @@ def write_precision(float32_path: Path, precision: str, path: Path) -> Path:
 
 
 def onnx_attention(path: Path, input_ids) -> np.ndarray:
-    """Every layer's attention from the ONNX file on the CPU (onnxruntime): (N, H, L, L) float32."""
+    """Every layer's attention from the ONNX file on the CPU (onnxruntime), fed the table's rows for
+    ``input_ids`` (L,) as the page feeds them: (N, H, L, L) float32."""
     import onnxruntime  # noqa: PLC0415
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    ids = np.asarray(input_ids, dtype=np.int64).reshape(1, -1)
-    outputs = session.run(None, {INPUT: ids})  # N arrays (1, H, L, L)
+    rows = _table()[np.asarray(input_ids, dtype=np.int64).reshape(-1)][None]  # (1, L, D)
+    outputs = session.run(None, {INPUT: rows})  # N arrays (1, H, L, L)
     return np.stack([o[0] for o in outputs])
 
 
@@ -210,24 +311,34 @@ def max_error(path: Path, sentences=SENTENCES, expected=None) -> float:
     return worst
 
 
-def choose_precision(float32_path: Path, workdir: Path, tolerance: float = TOLERANCE) -> dict:
-    """Write every precision, measure it on ``SENTENCES``, and return the smallest file within ``tolerance``.
+def gzip_file(source: Path, destination: Path) -> Path:
+    """``destination`` = ``source`` gzip-compressed (level 9, no timestamp: the same bytes every build)."""
+    Path(destination).write_bytes(gzip.compress(Path(source).read_bytes(), compresslevel=9, mtime=0))
+    return Path(destination)
 
-    Returns ``{"precision", "path", "bytes", "max_error", "candidates": [{precision, bytes, max_error}]}``.
+
+def choose_precision(float32_path: Path, workdir: Path, tolerance: float = TOLERANCE) -> dict:
+    """Write every precision, measure it on ``SENTENCES``, and return the smallest file whose worst error is
+    within ``HEADROOM * tolerance``.
+
+    Returns ``{"precision", "path", "bytes", "gzip_bytes", "max_error", "candidates": [{precision, bytes,
+    gzip_bytes, max_error}]}`` (``gzip_bytes``: the file as the page downloads it).
     """
     expected = [eager_attention(text)[1] for text in SENTENCES]
     candidates = []
     for precision in PRECISIONS:
         path = write_precision(float32_path, precision, Path(workdir) / f"minilm-{len(candidates)}.onnx")
+        packed = gzip_file(path, path.with_suffix(".onnx.gz"))
         candidates.append({"precision": precision, "path": str(path), "bytes": path.stat().st_size,
-                           "max_error": max_error(path, SENTENCES, expected)})
-    passing = [c for c in candidates if c["max_error"] <= tolerance]
+                           "gzip_bytes": packed.stat().st_size, "max_error": max_error(path, SENTENCES, expected)})
+    passing = [c for c in candidates if c["max_error"] <= HEADROOM * tolerance]
     if not passing:
-        raise RuntimeError(f"expected a precision within {tolerance} of eager attention, got "
+        raise RuntimeError(f"expected a precision within {HEADROOM} x {tolerance} of eager attention, got "
                            f"{[(c['precision'], c['max_error']) for c in candidates]}")
     best = min(passing, key=lambda c: c["bytes"])
-    return {**best, "tolerance": tolerance, "candidates": [{k: c[k] for k in ("precision", "bytes", "max_error")}
-                                                           for c in candidates]}
+    keys = ("precision", "bytes", "gzip_bytes", "max_error")
+    return {**best, "tolerance": tolerance, "headroom": HEADROOM, "candidates": [{k: c[k] for k in keys}
+                                                                                   for c in candidates]}
 
 
 def cache_key() -> str:
@@ -243,27 +354,46 @@ def cache_key() -> str:
     return hashlib.sha256(b"\n".join(parts)).hexdigest()[:16]
 
 
+def _cached(cache_dir: Path, key: str) -> dict | None:
+    """The report in ``cache_dir`` when it was made under ``key`` and its files are all there, else None."""
+    report_path = cache_dir / REPORT_FILE
+    if not report_path.is_file():
+        return None
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    model, packed, shards = cache_dir / MODEL_FILE, cache_dir / (MODEL_FILE + ".gz"), cache_dir / SHARD_DIR
+    whole = (report.get("key") == key and model.is_file() and model.stat().st_size == report.get("bytes")
+             and packed.is_file() and packed.stat().st_size == report.get("gzip_bytes") and shards.is_dir()
+             and len(list(shards.glob("*.bin"))) == report.get("embeddings", {}).get("shards"))
+    return {**report, "path": str(model)} if whole else None
+
+
 def build_model(cache_dir: Path, log=print) -> dict:
-    """The chosen model file in ``cache_dir`` (made once per ``cache_key``): its report as a dict.
+    """The chosen model file, gzipped copy and word-embedding shards in ``cache_dir`` (made once per
+    ``cache_key``): its report as a dict.
 
     The report (also written to ``cache_dir / REPORT_FILE``) has ``path``, ``precision``, ``bytes``,
-    ``max_error``, ``tolerance``, ``candidates`` and ``key``.
+    ``gzip_bytes``, ``max_error``, ``tolerance``, ``headroom``, ``candidates``, ``embeddings`` (what
+    ``write_shards`` returns) and ``key``.
     """
-    cache_dir = Path(cache_dir)
-    report_path, model_path, key = cache_dir / REPORT_FILE, cache_dir / MODEL_FILE, cache_key()
-    if report_path.is_file() and model_path.is_file():
-        report = json.loads(report_path.read_text(encoding="utf-8"))
-        if report.get("key") == key and model_path.stat().st_size == report.get("bytes"):
-            return {**report, "path": str(model_path)}
+    cache_dir, key = Path(cache_dir), cache_key()
+    cached = _cached(cache_dir, key)
+    if cached is not None:
+        return cached
     start = time.monotonic()
     work = cache_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
     float32 = export_float32(work / "minilm-export.onnx")
     chosen = choose_precision(float32, work)
+    model_path = cache_dir / MODEL_FILE
     shutil.copyfile(chosen["path"], model_path)
+    shutil.copyfile(Path(chosen["path"]).with_suffix(".onnx.gz"), cache_dir / (MODEL_FILE + ".gz"))
+    shutil.rmtree(cache_dir / SHARD_DIR, ignore_errors=True)
+    embeddings = write_shards(word_embeddings(), cache_dir / SHARD_DIR)
     shutil.rmtree(work)
-    report = {**chosen, "path": str(model_path), "key": key, "seconds": round(time.monotonic() - start, 1)}
-    report_path.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    report = {**chosen, "path": str(model_path), "embeddings": embeddings, "key": key,
+              "seconds": round(time.monotonic() - start, 1)}
+    (cache_dir / REPORT_FILE).write_text(json.dumps(report, indent=1), encoding="utf-8")
     log(f"live_export: exported MiniLM to {model_path} ({report['precision']} weights, "
-        f"{report['bytes'] / 1e6:.1f} MB, max |error| {report['max_error']:.2e}) in {report['seconds']} s")
+        f"{report['gzip_bytes'] / 1e6:.1f} MB gzipped, max |error| {report['max_error']:.2e}) and the word "
+        f"embeddings to {embeddings['shards']} files in {report['seconds']} s")
     return report

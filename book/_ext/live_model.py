@@ -2,10 +2,12 @@
 
 When an HTML build starts it puts into ``<outdir>/_static/``:
 
-* ``_live/minilm-attention.onnx``: all-MiniLM-L6-v2 exported from the packaged weights with every
-  layer's attention as an output, at the precision ``live_export.py`` chose by measurement. The export
-  (about a minute) is cached in the repository's ``_build/live-model/`` under a key of its inputs (one cache
-  for every output folder, e.g. the instructor edition's), so a build that
+* ``_live/minilm-attention.onnx.gz``: all-MiniLM-L6-v2 exported from the packaged weights with every
+  layer's attention as an output, at the precision ``live_export.py`` chose by measurement, gzip-compressed
+  (the page inflates it); the graph takes the sentence's word embeddings, which are in
+  ``_live/word-embeddings/<k>.bin`` (64 rows of the table each, float32): Run fetches only the files its
+  tokens need. The export (about a minute) is cached in the repository's ``_build/live-model/`` under a key of
+  its inputs (one cache for every output folder, e.g. the instructor edition's), so a build that
   changes nothing only compares a hash and copies nothing;
 * ``_live/tokenizer.json`` and ``tokenizer_config.json`` (the model's own), ``_live/bertviz-views.js``
   (BertViz's head and model view code, ``live_views.bertviz_script``) and ``_live/attnlib-live.js``
@@ -17,8 +19,8 @@ When an HTML build starts it puts into ``<outdir>/_static/``:
 
 None of it is in a *source* ``_static/`` folder, so Jupyter Book does not add it to every page. On a
 page whose body holds the live section (``id="attnlib-live"``) it adds ``attnlib-live.js`` (deferred,
-a few kB) and, inline, the manifest: the URLs and sizes Run will download. The runtime and the model
-are fetched only when the reader presses Run.
+a few kB) and, inline, the manifest: the URLs and sizes Run will download, and where the word-embedding
+files are. The runtime, the model and those files are fetched only when the reader presses Run.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ DOWNLOADS = {
     "tokenizers": f"{assets.VENDOR_DIR}/tokenizers/tokenizers.min.mjs",
     "tokenizer": f"{LIVE_DIR}/tokenizer.json",
     "tokenizer_config": f"{LIVE_DIR}/tokenizer_config.json",
-    "model": f"{LIVE_DIR}/{live.MODEL_FILE}",
+    "model": f"{LIVE_DIR}/{live.MODEL_FILE}.gz",  # made gzipped by live_export
     "views": f"{LIVE_DIR}/bertviz-views.js",
 }
 
@@ -81,7 +83,8 @@ def copy_file(source: Path, destination: Path) -> None:
     shutil.copy2(source, destination)
 
 
-GZIPPED = {"wasm"}  # downloads stored gzip-compressed: the page inflates them (DecompressionStream)
+GZIPPED = {"wasm", "model"}  # downloads stored gzip-compressed: the page inflates them (DecompressionStream)
+SHARDS = f"{LIVE_DIR}/{live.SHARD_DIR}"  # the word-embedding files, <k>.bin
 
 
 def _gzip(source: Path, destination: Path) -> None:
@@ -107,8 +110,9 @@ def manifest(outdir: Path, report: dict) -> dict:
     """What the page needs to know before it downloads anything: URLs (from the site root) and sizes."""
     files = {name: {"url": path, "bytes": (outdir / path).stat().st_size, "gzip": name in GZIPPED}
              for name, path in DOWNLOADS.items()}
-    model = {key: report[key] for key in ("precision", "bytes", "max_error", "tolerance")}
-    return {"files": files, "model": model, "input": live.INPUT, "max_positions": 512}
+    model = {key: report[key] for key in ("precision", "bytes", "gzip_bytes", "max_error", "tolerance")}
+    embeddings = {"url": f"{SHARDS}/", **report["embeddings"]}
+    return {"files": files, "model": model, "embeddings": embeddings, "input": live.INPUT, "max_positions": 512}
 
 
 def write_live_files(app: Sphinx) -> None:
@@ -128,9 +132,10 @@ def write_live_files(app: Sphinx) -> None:
             copy_file(root / source, outdir / site_path)
     except (FileNotFoundError, RuntimeError, ImportError) as error:
         raise ExtensionError(f"live model: {error}") from error
-    for name in GZIPPED:
-        _gzip(outdir / DOWNLOADS[name].removesuffix(".gz"), outdir / DOWNLOADS[name])
-    copy_file(Path(report["path"]), outdir / LIVE_DIR / live.MODEL_FILE)
+    _gzip(outdir / DOWNLOADS["wasm"].removesuffix(".gz"), outdir / DOWNLOADS["wasm"])
+    copy_file(Path(report["path"] + ".gz"), outdir / DOWNLOADS["model"])
+    for shard in (Path(report["path"]).parent / live.SHARD_DIR).glob("*.bin"):
+        copy_file(shard, outdir / SHARDS / shard.name)
     for name, data in live_views.tokenizer_files().items():
         _write(outdir / LIVE_DIR / name, json.dumps(data, ensure_ascii=False, separators=(",", ":")))
     source = hashlib.sha256(b"".join(path.read_bytes() for path in live_views.sources())).hexdigest()[:8]
@@ -140,7 +145,7 @@ def write_live_files(app: Sphinx) -> None:
     copy_file(views, outdir / LIVE_DIR / "bertviz-views.js")
     copy_file(SOURCE / SCRIPT, outdir / LIVE_DIR / SCRIPT)
     app.config._attnlib_live_manifest = manifest(outdir, report)  # noqa: SLF001 - read by add_page_script
-    logger.info(f"live_model: {report['precision']} weights, {report['bytes'] / 1e6:.1f} MB, "
+    logger.info(f"live_model: {report['precision']} weights, {report['gzip_bytes'] / 1e6:.1f} MB gzipped, "
                 f"max |attention - eager| {report['max_error']:.1e} on {len(live.SENTENCES)} sentences")
 
 

@@ -4,7 +4,9 @@
  * (@huggingface/tokenizers), and is drawn with BertViz's head and model views and a table.
  *
  * Nothing is downloaded until Run is pressed; then the runtime, the tokenizer and the model come from
- * this site (never another host) and stay in memory for later runs. Entry point for tests and readers:
+ * this site (never another host) and stay in memory for later runs. The model takes word embeddings, not
+ * token ids: the table's rows are in files of manifest.embeddings.rows rows each, and a run fetches only
+ * the files its tokens need that no earlier run fetched. Entry point for tests and readers:
  *
  *   window.attnlibLive.attend(text) -> Promise of {tokens, attentions, positions, truncated}
  *
@@ -21,7 +23,7 @@
   const MB = 1e6;
   // BertViz draws L * L lines per head: 12 heads of one layer in the head view, all 72 in the model view
   const VIEW_LIMITS = { head: 128, model: 40 };
-  const memory = { runtime: null, loading: null };
+  const memory = { runtime: null, loading: null, shards: new Map() }; // shard number -> Float32Array of rows
   const timings = {};
   let viewCount = 0;
 
@@ -171,15 +173,50 @@
     return out;
   }
 
+  async function fetchShard(number) {
+    const url = `${manifest.embeddings.url}${number}.bin`;
+    let response;
+    try {
+      response = await fetch(siteUrl(url), { credentials: 'same-origin' });
+    } catch (error) {
+      throw new LiveError('fetch', `Could not download ${url} (${error.message || error}).`);
+    }
+    if (!response.ok) {
+      throw new LiveError('fetch', `Could not download ${url} (HTTP ${response.status}).`);
+    }
+    return new Float32Array(await response.arrayBuffer()); // little-endian float32, as every browser's
+  }
+
+  /** The word-embedding rows of ``ids`` (L ids) as one Float32Array of L * D values, row after row. */
+  async function embed(ids, onProgress) {
+    const { rows, width, bytes } = manifest.embeddings;
+    const missing = Array.from(new Set(ids.map((id) => Math.floor(id / rows))))
+      .filter((number) => !memory.shards.has(number));
+    let done = 0;
+    await Promise.all(missing.map(async (number) => {
+      const shard = await fetchShard(number);
+      memory.shards.set(number, shard);
+      done += shard.byteLength;
+      if (onProgress) { onProgress(done, missing.length * bytes, 'words'); }
+    }));
+    const out = new Float32Array(ids.length * width);
+    ids.forEach((id, i) => {
+      const start = (id % rows) * width;
+      out.set(memory.shards.get(Math.floor(id / rows)).subarray(start, start + width), i * width);
+    });
+    return out;
+  }
+
   /** Every layer's attention for ``text``: {tokens, attentions[layer][head][query][key], positions, truncated}. */
   async function attend(text, onProgress) {
     if (typeof text !== 'string' || text.trim() === '') {
       throw new LiveError('empty', 'Type a sentence first: the text box is empty.');
     }
     const { ort, session, tokenizer } = await load(onProgress);
-    const started = performance.now();
     const { ids, tokens, positions, truncated } = encode(tokenizer, text);
-    const input = new ort.Tensor('int64', BigInt64Array.from(ids, (id) => BigInt(id)), [1, ids.length]);
+    const rows = await embed(ids, onProgress);
+    const started = performance.now();
+    const input = new ort.Tensor('float32', rows, [1, ids.length, manifest.embeddings.width]);
     const outputs = await session.run({ [manifest.input]: input });
     const attentions = session.outputNames.map((name) => nested(outputs[name]));
     timings.runMs = performance.now() - started;
@@ -348,12 +385,13 @@
     parts.status.classList.toggle('attnlib-live-error', Boolean(isError));
   }
 
-  function showProgress(parts, done, total) {
+  function showProgress(parts, done, total, what) {
     parts.progress.hidden = false;
     parts.progress.max = total;
     parts.progress.value = done;
     parts.progress.setAttribute('aria-valuetext', `${(done / MB).toFixed(1)} of ${(total / MB).toFixed(1)} MB`);
-    say(parts, `Loading the runtime and the model: ${(done / MB).toFixed(1)} of ${(total / MB).toFixed(1)} MB.`);
+    const loading = what === 'words' ? 'the word vectors of your sentence' : 'the runtime and the model';
+    say(parts, `Loading ${loading}: ${(done / MB).toFixed(1)} of ${(total / MB).toFixed(1)} MB.`);
   }
 
   async function run(parts) {
@@ -365,7 +403,7 @@
     try {
       const wasLoaded = Boolean(memory.runtime);
       say(parts, wasLoaded ? 'Computing…' : 'Loading the runtime and the model…');
-      const result = await attend(text, (done, total) => showProgress(parts, done, total));
+      const result = await attend(text, (done, total, what) => showProgress(parts, done, total, what));
       parts.progress.hidden = true;
       if (result.truncated) {
         parts.note.textContent = `Your text has ${result.positions} tokens with [CLS] and [SEP]; the model ` +
@@ -399,8 +437,11 @@
     }
     if (manifest) {
       const total = Object.values(manifest.files).reduce((sum, file) => sum + file.bytes, 0);
+      const words = manifest.embeddings;
       say(parts, `Nothing has been downloaded yet. Run loads the model and its runtime from this site ` +
-        `(${(total / MB).toFixed(0)} MB, once per visit), then computes in your browser.`);
+        `(${(total / MB).toFixed(0)} MB, once per visit) and the word vectors your sentence needs ` +
+        `(${Math.round(words.bytes / 1e3)} kB for each block of ${words.rows} vocabulary entries its tokens ` +
+        'fall in), then computes in your browser.');
     }
   }
 
