@@ -326,6 +326,24 @@ def _line_kind(line) -> str:
     return "curve"
 
 
+def _describe_one_x(label: str | None, x: np.ndarray, y: np.ndarray, x_name: str, y_name: str) -> str:
+    """Points that share one x (printed alike): 'a point at x = 1, y = 2' or 'label: 5 points at x = 1, y from ...'."""
+    where = f"{x_name} = {_number(np.nanmin(x))}"
+    if x.size == 1:
+        return f"{label + ': a point' if label else 'a point'} at {where}, {y_name} = {_number(y[0])}"
+    spread = _span(np.nanmin(y), np.nanmax(y))
+    values = f"{y_name} = {spread[3:]}" if spread.startswith("at") else f"{y_name} {spread}"
+    return f"{label + ': ' if label else ''}{x.size} points at {where}, {values}"
+
+
+def _describe_curve(label: str | None, x: np.ndarray, y: np.ndarray, x_name: str, y_name: str) -> str:
+    """A line's trend over x ('a curve rises from 0 to 4 as x goes from 0 to 2'), or its points when x is one value."""
+    xs = _span(np.nanmin(x), np.nanmax(x))
+    if xs.startswith("at"):  # one x: a point, or points stacked over it
+        return _describe_one_x(label, x, y, x_name, y_name)
+    return f"{label or 'a curve'} {_trend(y)} as {x_name} goes {xs}"
+
+
 def _describe_lines(ax) -> list[str]:
     """Named curves with their trend over the x axis; straight reference lines and short segments grouped."""
     x_name, y_name = ax.get_xlabel() or "x", ax.get_ylabel() or "y"
@@ -349,7 +367,7 @@ def _describe_lines(ax) -> list[str]:
         elif group and line in short:
             segments += 1
         else:
-            out.append(f"{label or 'a curve'} {_trend(y)} as {x_name} goes {_span(np.nanmin(x), np.nanmax(x))}")
+            out.append(_describe_curve(label, x, y, x_name, y_name))
     for kind, places in straight.items():
         if places:
             out.append(f"{'a ' + kind + ' line' if len(places) == 1 else kind + ' lines'} at {', '.join(places)}")

@@ -247,6 +247,7 @@ def test_colour_images_say_which_rows_change_sharply():
 DEGENERATE = re.compile(r"from (-?[\d.e+-]+) to \1(?![\d.])")  # "from 3.5 to 3.5": a range that is a point
 PLACEHOLDER = re.compile(r"\((rows|columns)\)")
 EMPTY_NAME = re.compile(r"(^|[;:.] )\s*:|:  |: ;")  # a label with nothing before its colon ("[CLS]:  0.98")
+POINT_AS_RANGE = re.compile(r"goes at [^;.]+")  # "as x goes at 120": points over one x read as a curve
 
 
 def alt_problems(alt: str) -> list[str]:
@@ -254,6 +255,7 @@ def alt_problems(alt: str) -> list[str]:
     problems = [f"degenerate range {m.group(0)!r}" for m in DEGENERATE.finditer(alt)]
     problems += [f"placeholder {m.group(0)!r}" for m in PLACEHOLDER.finditer(alt)]
     problems += [f"empty label near {alt[max(m.start() - 20, 0):m.end() + 10]!r}" for m in EMPTY_NAME.finditer(alt)]
+    problems += [f"points over one x read as a curve: {m.group(0)!r}" for m in POINT_AS_RANGE.finditer(alt)]
     panels = re.findall(r"Panel \d+: (.*?)(?= Panel \d+: |$)", alt)
     if len(panels) != len(set(panels)):
         problems.append("two panels described identically")
@@ -277,6 +279,20 @@ def test_describer_reads_reference_lines_flat_lines_arrows_and_legends():
     assert "arrow key k: from (0, 0) to (2, 1)" in text
     assert 'bars "step 0": 3 bars, tallest layer 1 head 1 at 0.5' in text
     assert 'bars "step 100": 3 bars, all at 0.3' in text
+    plt.close("all")
+
+
+def test_describer_reads_points_over_one_x_as_points_not_a_curve():
+    fig, ax = plt.subplots()
+    ax.plot(np.arange(0, 361, 30), np.cos(np.radians(np.arange(0, 361, 30))), label="q·k")
+    ax.plot([120], [-0.5], "o")  # an explorer's current state: one marker
+    ax.plot([0.998, 0.999, 1.0], [3.34, 3.345, 3.35], "^", label="decoding step")  # x alike once printed
+    ax.set(xlabel="θ (degrees)", ylabel="score")
+    text = plots.describe_figure(fig)
+    assert alt_problems(text) == [], text
+    assert "a point at θ (degrees) = 120, score = -0.5" in text
+    assert "decoding step: 3 points at θ (degrees) = 1, score from 3.34 to 3.35" in text
+    assert alt_problems("a curve at -1.68 as θ (degrees) goes at 120.")  # what it used to say
     plt.close("all")
 
 
