@@ -26,7 +26,6 @@ files are. The runtime, the model and those files are fetched only when the read
 from __future__ import annotations
 
 import filecmp
-import gzip
 import hashlib
 import json
 import shutil
@@ -95,7 +94,7 @@ def _gzip(source: Path, destination: Path) -> None:
     if destination.is_file() and destination.stat().st_mtime >= source.stat().st_mtime:
         return
     destination.parent.mkdir(parents=True, exist_ok=True)
-    destination.write_bytes(gzip.compress(source.read_bytes(), compresslevel=9, mtime=0))
+    live.gzip_file(source, destination)
 
 
 def _write(path: Path, text: str) -> None:
