@@ -58,12 +58,23 @@
     };
   }
 
+  /** ``url`` (from the site root) fetched from this site; a failed request is a LiveError that names it. */
+  async function fetchOk(url) {
+    let response;
+    try {
+      response = await fetch(siteUrl(url), { credentials: 'same-origin' });
+    } catch (error) {
+      throw new LiveError('fetch', `Could not download ${url} (${error.message || error}).`);
+    }
+    if (!response.ok) {
+      throw new LiveError('fetch', `Could not download ${url} (HTTP ${response.status}).`);
+    }
+    return response;
+  }
+
   async function download(name, count) {
     const file = manifest.files[name];
-    const response = await fetch(siteUrl(file.url), { credentials: 'same-origin' });
-    if (!response.ok) {
-      throw new LiveError('fetch', `Could not download ${file.url} (HTTP ${response.status}).`);
-    }
+    const response = await fetchOk(file.url);
     const reader = response.body.getReader();
     const chunks = [];
     let length = 0;
@@ -174,16 +185,7 @@
   }
 
   async function fetchShard(number) {
-    const url = `${manifest.embeddings.url}${number}.bin`;
-    let response;
-    try {
-      response = await fetch(siteUrl(url), { credentials: 'same-origin' });
-    } catch (error) {
-      throw new LiveError('fetch', `Could not download ${url} (${error.message || error}).`);
-    }
-    if (!response.ok) {
-      throw new LiveError('fetch', `Could not download ${url} (HTTP ${response.status}).`);
-    }
+    const response = await fetchOk(`${manifest.embeddings.url}${number}.bin`);
     return new Float32Array(await response.arrayBuffer()); // little-endian float32, as every browser's
   }
 
