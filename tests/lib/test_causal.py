@@ -260,13 +260,14 @@ def test_released_blocks_are_reused_and_decoding_stays_exact():
 @given(lengths=st.lists(st.integers(1, 40), min_size=1, max_size=6), block_size=st.integers(1, 16))
 def test_wasted_slots_equal_the_closed_form(lengths, block_size):
     """Only each sequence's last block is partly empty: Σ_s (⌈L_s/b⌉·b − L_s) slots, each < b."""
-    paged = PagedKVCache(200, block_size, 1, 2, dtype=torch.float64)
+    pool = 6 * 40  # enough blocks for the longest draw: six sequences of 40 positions in blocks of 1
+    paged = PagedKVCache(pool, block_size, 1, 2, dtype=torch.float64)
     for seq, length in enumerate(lengths):
         zeros = torch.zeros(1, length, 2, dtype=torch.float64)
         paged.append(seq, zeros, zeros)
     expected = sum(math.ceil(n / block_size) * block_size - n for n in lengths)
     assert paged.wasted_slots() == expected < block_size * len(lengths)
-    assert 200 - len(paged.free_blocks) == sum(math.ceil(n / block_size) for n in lengths)
+    assert pool - len(paged.free_blocks) == sum(math.ceil(n / block_size) for n in lengths)
 
 
 def test_paged_cache_errors_write_nothing():
