@@ -40,13 +40,11 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # the course package lives beside attnlib, not inside it
-
-from course import variants  # noqa: E402
-from course.__main__ import main as course_main  # noqa: E402
-from course.checks import count_problems, notebook_problems  # noqa: E402
-from course.exercise_cells import (  # noqa: E402
+from attnsite import nbgrader_site
+from course import variants
+from course.__main__ import main as course_main
+from course.checks import count_problems, notebook_problems
+from course.exercise_cells import (
     BEGIN_HIDDEN,
     BEGIN_SOLUTION,
     END_HIDDEN,
@@ -56,11 +54,12 @@ from course.exercise_cells import (  # noqa: E402
     nbgrader,
     solution_lines,
 )
-from course.grades import gradebook  # noqa: E402
-from course.markup import Bibliography, equation_numbers, student_notebook  # noqa: E402
-from course.nbgrader_course import GRADER_NOTES_TAG, assignments, course_lock, scan  # noqa: E402
-from course.publish import RELEASE_DIR  # noqa: E402
+from course.grades import gradebook
+from course.markup import Bibliography, equation_numbers, student_notebook
+from course.nbgrader_course import GRADER_NOTES_TAG, assignments, course_lock, scan
+from course.publish import RELEASE_DIR
 
+ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 ANSWERS = ROOT / "course" / "answers"
 HTML = Path(os.environ.get("ATTNLIB_SITE_HTML", ROOT / "_build" / "html"))  # as in test_site.py
@@ -78,14 +77,6 @@ def read(path: Path):
 def course(*args, book: Path = BOOK) -> int:
     """``python -m course --book <book> ...`` in this process (the Makefile runs the same ``main``)."""
     return course_main(["--book", str(book), *map(str, args)])
-
-
-def load_extension():
-    """book/_ext/nbgrader_site.py, imported by path as Sphinx does through local_extensions."""
-    spec = importlib.util.spec_from_file_location("nbgrader_site", ROOT / "book" / "_ext" / "nbgrader_site.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # --- the chapters follow CONTRIBUTING.md's exercise format ----------------------------------------
@@ -116,10 +107,10 @@ def test_format_check_finds_deviations():
     assert any("passed(" in p and "'x = 1'" in p for p in problems)
 
 
-# --- the website's two editions (book/_ext/nbgrader_site.py) --------------------------------------
+# --- the website's two editions (attnsite/nbgrader_site.py) --------------------------------------
 
 def test_editions_rewrite_exercise_code():
-    strip = load_extension().strip_nbgrader_markers
+    strip = nbgrader_site.strip_nbgrader_markers
     source = "def f(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n"
     assert strip(source, "student") == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()"
     assert strip(source, "instructor") == "def f(x):\n    return 2 * x"
@@ -130,7 +121,7 @@ def test_editions_rewrite_exercise_code():
 
 def test_extension_and_course_agree_on_the_markers():
     # the Sphinx extension cannot import course/ (Sphinx loads it by path); its copy of the markers must match
-    extension = load_extension()
+    extension = nbgrader_site
     assert extension.SOLUTION_MARKERS == (BEGIN_SOLUTION, END_SOLUTION)
     assert (extension.HIDDEN_BEGIN, extension.HIDDEN_END) == (BEGIN_HIDDEN, END_HIDDEN)
     assert extension.RELEASE == RELEASE_DIR
@@ -154,7 +145,7 @@ def withheld_lines(nb) -> set[str]:
 
 def edition_lines(path: Path, which: str) -> set[str]:
     """Every line of a chapter as the ``which`` edition of the site renders its cells' sources."""
-    extension = load_extension()
+    extension = nbgrader_site
     os.environ["ATTNLIB_EDITION"] = which
     try:
         nb = nbformat.reads(extension.student_markdown(path.read_text()) if which == "student"

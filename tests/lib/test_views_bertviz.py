@@ -496,7 +496,7 @@ def test_browser_head_view_draws_heads_in_the_given_colours(browser, tmp_path):
 
 @pytest.mark.browser
 def test_browser_view_draws_with_the_libraries_linked_not_inlined(browser, tmp_path):
-    """What the website's build does (book/_ext/vendor_assets.py): script src to copies of the same files."""
+    """What the website's build does (attnsite/vendor_assets.py): script src to copies of the same files."""
     for name, path in views_html.LIBRARY_FILES.items():
         (tmp_path / f"{name}.js").write_text(views_html.javascript(path), encoding="utf-8")
     html = bv.head_view(attention(), HOSTILE, include_libraries=True).data

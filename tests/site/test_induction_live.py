@@ -1,4 +1,4 @@
-"""Chapter 7's live induction head: the build's export (``book/_ext/live_induction.py``) and the page that runs it.
+"""Chapter 7's live induction head: the build's export (``attnsite/live_induction.py``) and the page that runs it.
 
 The export tests check that the weights the site serves are the chapter's trained model (its stored
 ablation losses come out again) and name the heads as the chapter does. The browser tests read the built
@@ -15,20 +15,21 @@ import re
 import time
 from pathlib import Path
 
-import live_induction as li
 import numpy as np
 import pytest
 import torch
 
 from attnlib.induction import AttentionOnlyTransformer, repeated_tokens
 from attnlib.interpret import ablation_loss
+from attnsite import live_induction as li
+from attnsite.site_assets import STATIC
 from tests import browser_utils as bu
 
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
 PAGE = "book/07_causal.html"
 CHAPTER = bu.REPO / "book" / "07_causal.ipynb"
 SECTION = bu.REPO / "book" / "_live" / "induction-section.md"
-SCRIPT = bu.REPO / "book" / "_live" / li.SCRIPT
+SCRIPT = STATIC / li.SCRIPT
 TOLERANCE = 1e-5  # the page's weights against attnlib's in float32 (the page computes in float64)
 SEQUENCES = (  # a repeat, a repeat of a different length, no repeat, one token, lower case, the full 32
     "W O R K I N G 5 W O R K I N G 5",

@@ -1,4 +1,4 @@
-"""Chapter 6's live model: the ONNX export (``book/_ext/live_export.py``, ``live_views.py``) and the page that runs it.
+"""Chapter 6's live model: the ONNX export (``attnsite/live_export.py``, ``live_views.py``) and the page that runs it.
 
 The unit tests build small ONNX graphs by hand. The browser tests read the built site (``make book``;
 ``ATTNLIB_SITE_HTML`` points at another build), serve it on 127.0.0.1, type sentences into chapter 6's
@@ -16,13 +16,13 @@ import subprocess
 import time
 from pathlib import Path
 
-import live_export as live
-import live_views
 import numpy as np
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from attnsite import live_export as live
+from attnsite import live_views
 from tests import browser_utils as bu
 
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))

@@ -1,4 +1,4 @@
-"""The site's build helpers (book/_ext: site_assets, vendor_assets, fontawesome_subset): the npm libraries,
+"""The site's build helpers (attnsite: site_assets, vendor_assets, fontawesome_subset): the npm libraries,
 and the copies of d3 and jQuery that attnlib ships for its notebook views, without a browser."""
 
 from __future__ import annotations
@@ -6,18 +6,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from attnlib.views import html as views_html
+from attnsite import fontawesome_subset, vendor_assets
+from attnsite import site_assets as assets
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "book" / "_ext"))
-import fontawesome_subset  # noqa: E402  (book/_ext is no package: Sphinx puts it on sys.path too)
-import site_assets as assets  # noqa: E402
-import vendor_assets  # noqa: E402
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="needs node (installed with npm, see .ci/run)")

@@ -35,8 +35,9 @@ from PIL import Image
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from .site_assets import STATIC
+
 logger = logging.getLogger(__name__)
-HERE = Path(__file__).resolve().parent
 STATIC_DIR = "attnlib"  # under the output's _static/
 FILES = {"css": "a11y.css", "js": "a11y.js"}
 ALT_KEY = "Description"  # attnlib.views.plots.ALT_KEY (kept literal: the extension must load without attnlib)
@@ -146,7 +147,7 @@ def fix_page_html(app: Sphinx, exception: Exception | None) -> None:
     target = Path(app.outdir) / "_static" / STATIC_DIR
     target.mkdir(parents=True, exist_ok=True)
     for name in FILES.values():
-        shutil.copyfile(HERE / name, target / name)
+        shutil.copyfile(STATIC / name, target / name)
     changed = 0
     for page in Path(app.outdir).rglob("*.html"):
         if "_static" in page.parts:

@@ -32,15 +32,11 @@ from sphinx.util import logging
 
 from attnlib.views.html import script_json
 
-try:  # this folder is on sys.path when Sphinx loads the extension (JB1 local_extensions)
-    import live_model
-except ImportError:  # imported as book._ext.live_induction
-    from . import live_model
+from . import live_model
+from .site_assets import REPO, STATIC
 
 logger = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / "_build" / "live-induction"  # shared by every output folder
-SOURCE = Path(__file__).resolve().parent.parent / "_live"
 SCRIPT = "induction-live.js"
 MODEL_FILE = "induction-model.json"
 MARKER = 'id="attnlib-induction"'
@@ -142,7 +138,7 @@ def write_induction_files(app: Sphinx) -> None:
         return
     outdir = Path(app.outdir) / live_model.LIVE_DIR
     live_model.copy_file(build_model(log=logger.info), outdir / MODEL_FILE)
-    live_model.copy_file(SOURCE / SCRIPT, outdir / SCRIPT)
+    live_model.copy_file(STATIC / SCRIPT, outdir / SCRIPT)
 
 
 def add_page_script(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:

@@ -36,7 +36,7 @@ STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")  # what nbgrader's re
 HIDDEN_NOTE = "# Hidden tests: graded, left out of the student release"
 WRITTEN_STUB = ("*Written answer: graded by hand. Write it in the chapter's notebook (download it above, or "
                 "open it on Colab or Binder).*")
-RELEASE = Path(__file__).resolve().parents[2] / "course" / "release"
+RELEASE = Path(__file__).resolve().parents[1] / "course" / "release"
 LOGGER = logging.getLogger(__name__)
 
 

@@ -35,15 +35,10 @@ from sphinx.util import logging
 
 from attnlib.views import html as views_html
 
-try:  # this folder is on sys.path when Sphinx loads the extension (JB1 local_extensions)
-    import site_assets as assets
-    from fontawesome_subset import write_subset
-except ImportError:  # imported as book._ext.vendor_assets
-    from . import site_assets as assets
-    from .fontawesome_subset import write_subset
+from . import site_assets as assets
+from .fontawesome_subset import write_subset
 
 logger = logging.getLogger(__name__)
-HERE = Path(__file__).resolve().parent
 FONTAWESOME = "@fortawesome/fontawesome-free"  # npm, the version pydata-sphinx-theme bundles (6.5.2)
 HUB_SHIM = "mathjax2_hub.js"  # copied to _static/, relative to _static/ like every add_js_file path
 
@@ -61,7 +56,7 @@ def copy_vendored(app: Sphinx, exception: Exception | None) -> None:
         destination = outdir / site_path
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, destination)
-    shutil.copyfile(HERE / HUB_SHIM, outdir / "_static" / HUB_SHIM)
+    shutil.copyfile(assets.STATIC / HUB_SHIM, outdir / "_static" / HUB_SHIM)
     icons = write_subset(outdir, assets.node_modules() / FONTAWESOME)
     linked = [page.name for page in sorted(outdir.rglob("*.html")) if link_libraries(page, outdir)]
     logger.info(f"vendor_assets: copied {len(pairs)} files from node_modules into {outdir / assets.VENDOR_DIR}; "
