@@ -51,6 +51,7 @@ from course.exercise_cells import (
     END_SOLUTION,
     autograded_points,
     hidden_test_lines,
+    marked_lines,
     nbgrader,
     solution_lines,
 )
@@ -119,12 +120,15 @@ def test_editions_rewrite_exercise_code():
     assert "assert f(3) == 6" in strip(tests, "instructor") and "###" not in strip(tests, "instructor")
 
 
-def test_extension_and_course_agree_on_the_markers():
-    # the Sphinx extension cannot import course/ (Sphinx loads it by path); its copy of the markers must match
-    extension = nbgrader_site
-    assert extension.SOLUTION_MARKERS == (BEGIN_SOLUTION, END_SOLUTION)
-    assert (extension.HIDDEN_BEGIN, extension.HIDDEN_END) == (BEGIN_HIDDEN, END_HIDDEN)
-    assert extension.RELEASE == RELEASE_DIR
+def test_marked_lines_name_each_line_s_region_and_marker():
+    """The one reader of the markers (the course's checks and the site's editions read sources through it)."""
+    source = f"a\n  {BEGIN_SOLUTION}\n  b\n  {END_SOLUTION}\n{BEGIN_HIDDEN}\nc\n{END_HIDDEN}\nd"
+    assert list(marked_lines(source)) == [
+        ("a", None, None), (f"  {BEGIN_SOLUTION}", "solution", BEGIN_SOLUTION), ("  b", "solution", None),
+        (f"  {END_SOLUTION}", "solution", END_SOLUTION), (BEGIN_HIDDEN, "hidden", BEGIN_HIDDEN),
+        ("c", "hidden", None), (END_HIDDEN, "hidden", END_HIDDEN), ("d", None, None)]
+    assert "\n".join(nbgrader_site.strip_nbgrader_markers(source, "instructor").split("\n")[1:3]) == \
+        "  b\n# Hidden tests: graded, left out of the student release"
 
 
 def split_lines(nb) -> tuple[set[str], set[str]]:
