@@ -10,7 +10,7 @@ thread, on the CPU), names its heads from the scores the chapter prints (``head_
   little-endian float32 in base64 (``export_weights``); the training (about 10 s) is cached in the
   repository's ``_build/live-induction/`` under a key of its inputs, so a build that changes nothing
   trains nothing;
-* ``induction-live.js`` (``book/_live/``): the forward pass in plain JavaScript (float64 arithmetic on
+* ``induction-live.js`` (``attnsite/static/``): the forward pass in plain JavaScript (float64 arithmetic on
   the float32 weights) and the section's drawing.
 
 On the page whose body holds the section (``id="attnlib-induction"``) it adds the script (deferred) and,

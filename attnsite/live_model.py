@@ -11,7 +11,7 @@ When an HTML build starts it puts into ``<outdir>/_static/``:
   changes nothing only compares a hash and copies nothing;
 * ``_live/tokenizer.json`` and ``tokenizer_config.json`` (the model's own), ``_live/bertviz-views.js``
   (BertViz's head and model view code, ``live_views.bertviz_script``) and ``_live/attnlib-live.js``
-  (``book/_live/``);
+  (``attnsite/static/``);
 * from npm: ONNX Runtime Web's WebAssembly build (one ``.mjs`` bundle and its ``.wasm``, which the page
   downloads gzip-compressed, 3.7 instead of 14.2 MB, and inflates itself; the threaded
   build runs single-threaded without cross-origin isolation, so no special server headers) and

@@ -65,7 +65,7 @@ def bertviz_script() -> str:
         template = bertviz_template(kind)
         parts.append(f"  {kind}: {{\n    markup: {json.dumps(template['markup'])},\n"
                      f"    params: {json.dumps(template['params'])},\n    draw: {template['draw']}\n  }}")
-    header = ("// BertViz 1.4.1's head view and model view (Vig 2019, Apache-2.0), written by book/_ext/live_views.py\n"
+    header = ("// BertViz 1.4.1's head view and model view (Vig 2019, Apache-2.0), written by attnsite/live_views.py\n"
               "// for chapter 6's live model: d3 and jQuery come from the page, not from a CDN.\n")
     access = "\n".join(line for line in views_html.javascript("access.js").strip().splitlines()
                        if not line.startswith("//"))  # the function, without its file's header
