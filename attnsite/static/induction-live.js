@@ -228,7 +228,9 @@
     parts.text.addEventListener('keydown', (event) => {
       if (event.key === 'Enter') { event.preventDefault(); run(parts); }
     });
-    parts.status.textContent = 'Ready: type a sequence and press Run (or Enter in the box).';
+    const size = manifest && manifest.bytes ? ` The first run downloads the weights (${Math.round(manifest.bytes / 1e3)} kB) ` +
+      'from this site.' : '';
+    parts.status.textContent = `Ready: type a sequence and press Run (or Enter in the box).${size}`;
     root.dataset.state = 'ready';
   }
 
