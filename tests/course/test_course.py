@@ -41,7 +41,7 @@ import yaml
 from nbclient import NotebookClient
 
 from attnsite import nbgrader_site
-from course import variants
+from course import site, variants
 from course.__main__ import main as course_main
 from course.checks import count_problems, notebook_problems
 from course.exercise_cells import (
@@ -668,9 +668,30 @@ def test_scan_normalises_only_unambiguous_names(tmp_path):
 # --- the hidden setup cell that installs attnlib on Colab ---------------------------------------
 
 def setup_cell(stem: str):
-    cell = next(c for c in read(BOOK / f"{stem}.ipynb").cells if c.cell_type == "code")
-    assert "remove-cell" in cell.metadata.get("tags", []), f"{stem}: the first code cell must be the hidden setup cell"
-    return cell
+    return site.setup_cell(read(BOOK / f"{stem}.ipynb"))  # the first code cell, hidden, or an error
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_setup_cell_is_the_one_course_site_writes(stem):
+    """The cell's text has one home, course/site.py's setup_source; make student writes it into every chapter."""
+    assert setup_cell(stem).source == site.setup_source(REPOSITORY_URL), f"{stem}: run `make student`"
+
+
+def test_stamp_writes_the_setup_cell_into_a_new_chapter_and_refuses_other_first_cells(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "_config.yml").write_text("repository:\n  url: https://github.com/someone/fork\n")
+    for name in site.STAMPED_FILES:
+        shutil.copy(ROOT / name, tmp_path / name)
+    empty = nbformat.v4.new_code_cell("", metadata={"tags": ["remove-cell"]})
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 9. New"), empty]),
+                   tmp_path / "book" / "09_new.ipynb")
+    site.stamp(tmp_path)
+    assert read(tmp_path / "book" / "09_new.ipynb").cells[1].source == site.setup_source("https://github.com/someone/fork")
+    imports = nbformat.v4.new_code_cell("import torch", metadata={"tags": ["remove-cell"]})
+    nbformat.write(nbformat.v4.new_notebook(cells=[imports]), tmp_path / "book" / "10_other.ipynb")
+    with pytest.raises(ValueError, match="expected the first code cell to be the setup cell"):
+        site.stamp(tmp_path)
+    assert read(tmp_path / "book" / "10_other.ipynb").cells[0].source == "import torch"
 
 
 def run_setup_cell(stem: str, monkeypatch, attnlib_present: bool) -> list:
