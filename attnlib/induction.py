@@ -72,11 +72,11 @@ class AttentionOnlyTransformer(nn.Module):
 def _cached_layer(layer: MultiHeadAttention, x: torch.Tensor, cache: KVCache, index: int, need_weights: bool,
                   window: int | None = None):
     """One MultiHeadAttention layer on new positions x (B, Lnew, D), the past read from the cache."""
-    q = split_heads(layer.q_proj(x), layer.num_heads)  # (B, H, Lnew, Dk)
-    k = split_heads(layer.k_proj(x), layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
-    v = split_heads(layer.v_proj(x), layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
+    q = split_heads.unchecked(layer.q_proj(x), num_heads=layer.num_heads)  # (B, H, Lnew, Dk)
+    k = split_heads.unchecked(layer.k_proj(x), num_heads=layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
+    v = split_heads.unchecked(layer.v_proj(x), num_heads=layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
     heads, w = cached_attention(cache, index, q, k, v, window=window, need_weights=need_weights)
-    return layer.out_proj(merge_heads(heads)), w
+    return layer.out_proj(merge_heads.unchecked(heads)), w
 
 
 def repeated_tokens(batch_size: int, half: int, vocab_size: int, generator: torch.Generator | None = None,

@@ -2,7 +2,7 @@
 
 What it does, and why here: the causes sit in our build's inputs or in upstream code we do not fork.
 
-* **Figures' text alternatives.** ``attnlib.views.plots.figure_png`` writes a description computed from
+* **Figures' text alternatives.** ``attnlib.views.images.figure_png`` writes a description computed from
   the figure (title, axes, colour bar, the pattern) into each PNG's ``Description`` text chunk, and the
   scale it was drawn at into ``attnlib-scale``. myst-nb gives notebook images their file path as
   ``alt``; ``describe_images`` (``doctree-read``) sets the description instead, and the CSS size of a
@@ -35,7 +35,7 @@ from PIL import Image
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from attnlib.views.plots import ALT_KEY, CELL_TEXT_KEY, SCALE_KEY  # the PNG text chunks figure_png writes
+from attnlib.views.images import ALT_KEY, CELL_TEXT_KEY, SCALE_KEY  # the PNG text chunks figure_png writes
 
 from .site_assets import STATIC
 
