@@ -5,7 +5,7 @@ What each group executes (the rest reads files):
 * format, markup, leak and edition checks: no kernel. ``release`` runs nbgrader ``generate_assignment``
   on every chapter once (no execution) into a throw-away course directory.
 * recorded answers (``course/answers/<stem>.py``: wrong, shortcut, alternative): graded by
-  ``book/<stem>.ipynb::recorded answers`` (course/variants.py, added by book/conftest.py) in the kernel
+  ``book/<stem>.ipynb::recorded answers`` (course/variants.py, added by the root conftest.py) in the kernel
   strict nbval has just run the chapter in, no execution of its own: each answer and the reference, each
   followed by the exercise's visible test (as released) and its full test, scored by nbgrader's own
   ``determine_grade``: the guarantee one nbgrader autograde per variant would give (same cells, same
@@ -272,7 +272,7 @@ def test_committed_student_notebooks_are_up_to_date(release):
 # --- fair grading: recorded answers (course/answers/<stem>.py, course/variants.py) -----------------------
 #
 # Each autograded chapter's recorded answers are graded by `book/<stem>.ipynb::recorded answers`, an item
-# book/conftest.py adds after the chapter's cells under strict nbval, in the kernel that ran the chapter
+# the root conftest.py adds after the chapter's cells under strict nbval, in the kernel that ran the chapter
 # (make test's notebooks part). Here: every such chapter has them, and that item really grades.
 
 AUTOGRADED = [p for p in CHAPTERS if autograded_points(read(p))]
@@ -296,7 +296,7 @@ def test_nbval_adds_recorded_answers_after_every_autograded_chapter():
 
 def _tiny_chapter_with_answers(folder: Path, wrong: str) -> Path:
     """A tiny autograded chapter whose exercise needs a name the chapter defines, executed and stored, with
-    book/conftest.py beside it and recorded answers in ``folder/answers``."""
+    the root conftest.py beside it and recorded answers in ``folder/answers``."""
     folder.mkdir(parents=True)
     stem = tiny_assignment(folder, 1, "scaled")
     path = folder / f"{stem}.ipynb"
@@ -306,7 +306,7 @@ def _tiny_chapter_with_answers(folder: Path, wrong: str) -> Path:
     solution.source = solution.source.replace("return 2 * x", "return FACTOR * x")
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
     nbformat.write(nb, path)
-    shutil.copy(BOOK / "conftest.py", folder / "conftest.py")
+    shutil.copy(ROOT / "conftest.py", folder / "conftest.py")
     (folder / "answers").mkdir()
     (folder / "answers" / f"{stem}.py").write_text("ANSWERS = " + repr({"ex1": {
         "wrong": wrong, "shortcut": None, "alternative": "def double(x):\n    return x * FACTOR"}}))

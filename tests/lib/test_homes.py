@@ -15,7 +15,6 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CONTENT = {".ipynb", ".md", ".bib", ".svg"}  # what book/ may hold
-PYTEST_FILES = {"conftest.py"}  # pytest finds the strict-nbval policy beside the notebooks it checks
 PATH_CALLS = {"spec_from_file_location", "SourceFileLoader", "addsitedir", "run_path"}  # a module loaded by path
 
 
@@ -64,7 +63,7 @@ def path_manipulations(source: str) -> list[str]:
 def test_book_holds_content_only():
     files = tracked("book")
     assert any(p.suffix == ".ipynb" for p in files)
-    other = [str(p.relative_to(REPO)) for p in files if p.suffix not in CONTENT and p.name not in PYTEST_FILES]
+    other = [str(p.relative_to(REPO)) for p in files if p.suffix not in CONTENT]
     assert other == [], f"expected only notebooks, Markdown, the bibliography and images in book/, got {other}"
 
 
