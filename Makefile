@@ -50,13 +50,13 @@ book: $(STAMP) | book-packages
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 	@echo "The book is at file://$(CURDIR)/$(HTML)/index.html  (make serve: http://127.0.0.1:$(PORT)/)"
 
-# The print edition: the built site printed by Chromium into one PDF per edition (book/_ext/print_book.py):
+# The print edition: the built site printed by Chromium into one PDF per edition (attnsite/print_book.py):
 # _build/pdf/attention-step-by-step.pdf (exercises without solutions) and ...-instructors.pdf (with them).
 # The instructors' PDF prints the instructor edition, built beside the student site in _build/instructor/.
 pdf: book
-	$(PY) book/_ext/print_book.py --site $(HTML)
+	$(PY) -m attnsite.print_book --site $(HTML)
 	ATTNLIB_EDITION=instructor $(BIN)/jupyter-book build . --warningiserror --keep-going --path-output _build/instructor
-	$(PY) book/_ext/print_book.py --site _build/instructor/_build/html --instructor
+	$(PY) -m attnsite.print_book --site _build/instructor/_build/html --instructor
 
 serve: book
 	$(PY) -m http.server --bind 127.0.0.1 --directory $(HTML) $(PORT)

@@ -1,16 +1,67 @@
-"""Input checks shared by the torch and NumPy code paths.
+"""Input checks shared by the torch and NumPy code paths, and ``checked``, which attaches one to a step.
 
 Every check raises ``TypeError`` (wrong kind of object or dtype) or ``ValueError`` (wrong shape or
 value) with a message that names what was expected and what came.
+
+Validate once: a public call makes exactly one call into this module. A step is written once, as the
+computation it is, under ``@checked(its_check)``; the public function validates its arguments with the check
+and then runs the step, and ``step.unchecked`` is the step alone, which attnlib code calls (with keyword
+arguments) on inputs it has checked or made itself. Other public functions and methods call one check
+function at their top. ``tests/lib/test_validate_once.py`` counts the calls.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+from collections.abc import Callable
 from numbers import Real
 
 import numpy as np
 import torch
+
+
+def checked(check: Callable, **options) -> Callable:
+    """Decorator: the step below it, validated by ``check`` first; ``step.unchecked`` is the step alone.
+
+    The public function binds a call's arguments to the step's signature (defaults included) and passes
+    those the check names, by name, with ``options`` (e.g. ``require=require_array``); a method's check
+    takes the instance as its first parameter. The public function keeps the step's name, docstring and
+    signature, so ``inspect.getsource`` shows the step with this decorator above it.
+    """
+    def attach(step: Callable) -> Callable:
+        signature = inspect.signature(step)
+        names = _check_names(check, signature, options)
+
+        @functools.wraps(step)
+        def public(*args, **kwargs):
+            arguments = signature.bind(*args, **kwargs)
+            arguments.apply_defaults()
+            check(**{name: arguments.arguments[source] for name, source in names.items()}, **options)
+            return step(*args, **kwargs)
+
+        public.unchecked = step
+        return public
+
+    return attach
+
+
+def _check_names(check: Callable, signature: inspect.Signature, options: dict) -> dict[str, str]:
+    """{check's parameter: the step's parameter it receives}; every required parameter of the check must be fed."""
+    params = list(inspect.signature(check).parameters.values())
+    step = list(signature.parameters)
+    names = {p.name: p.name for p in params if p.name in signature.parameters}
+    if step[:1] == ["self"] and params and params[0].name not in names:  # a method: the check gets the instance
+        names[params[0].name] = "self"
+    if any(p.kind is p.VAR_KEYWORD for p in params):  # a check of named values (**named) gets every argument
+        names |= {name: name for name in step if name != "self"}
+    starved = [p.name for p in params if p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD
+               and p.name not in names and p.name not in options]
+    if starved:
+        raise TypeError(f"expected the step to have the parameters {starved} its check {check.__name__} needs, "
+                        f"got {step}")
+    return names
 
 
 def _kind(x) -> str:
@@ -315,3 +366,224 @@ def check_mask(attn_mask, lq: int, lk: int) -> None:
     if not all(m in (1, n) for m, n in zip(tail, (lq, lk), strict=True)):
         raise ValueError(f"expected attn_mask broadcastable to (..., Lq, Lk) = (..., {lq}, {lk}), "
                          f"got {shape}")
+
+
+# --- one check per step: what each public function of the attention path validates --------------------------
+
+def require_positive_ints(**named) -> None:
+    """Each named value an int > 0 (the sizes of a module or a cache)."""
+    for name, value in named.items():
+        require_positive_int(name, value)
+
+
+def require_feature_map(feature_map) -> None:
+    """Raise TypeError unless ``feature_map`` can be called (a function of a tensor, as linear attention uses it)."""
+    if not callable(feature_map):
+        raise TypeError(f"expected feature_map to be a function of a tensor, got {type(feature_map).__name__}")
+
+
+def check_softmax_args(x, dim=-1, temperature=1.0, require=require_tensor) -> None:
+    """softmax's inputs: float x (``require=require_array``: an array), a dim of x, a temperature > 0."""
+    require_float_tensor("x", x, 0, "", require=require)
+    require_positive("temperature", temperature)
+    check_dim("x", x, dim)
+
+
+def check_entropy_args(weights, dim=-1) -> None:
+    """attention_entropy's inputs: float weights (..., Lq, Lk) and a dim of them."""
+    require_float_tensor("weights", weights, 0, "")
+    check_dim("weights", weights, dim)
+
+
+def check_scale_args(scores, d_k, require=require_tensor) -> None:
+    """scale_scores' inputs: float scores (..., Lq, Lk) and a positive int Dk."""
+    require_float_tensor("scores", scores, 0, "", require=require)
+    require_positive_int("d_k", d_k)
+
+
+def check_causal_mask_args(lq, lk=None, device=None, align="upper_left") -> None:
+    """A causal mask's arguments: lengths Lq > 0 and Lk > 0 (None: Lq), an alignment, a device or None."""
+    check_mask_shape_args(lq, lq if lk is None else lk, align)
+    if device is not None and not isinstance(device, (str, torch.device)):
+        raise TypeError(f"expected device to be None, a str or a torch.device, got {type(device).__name__}")
+
+
+def check_sliding_window_args(lq, lk, window, device=None) -> None:
+    """A sliding-window mask's arguments: those of an end-aligned causal mask and a window > 0."""
+    require_positive_int("window", window)
+    check_causal_mask_args(lq, lk, device, "lower_right")
+
+
+def check_padding_mask_args(lengths, length, convert=torch.as_tensor) -> None:
+    """A padding mask's arguments: L > 0 and B lengths in [0, L] that ``convert`` makes a 1-D integer array."""
+    require_positive_int("L", length)
+    try:
+        lengths = convert(lengths)
+    except (RuntimeError, TypeError, ValueError):
+        raise lengths_type_error(type(lengths).__name__) from None
+    check_lengths(lengths, length)
+
+
+def check_apply_mask_args(scores, attn_mask=None, is_causal=False, require=require_tensor) -> None:
+    """apply_mask's inputs: float scores (..., Lq, Lk) and a mask for them (or ``is_causal``), on their device."""
+    require_float_tensor("scores", scores, 2, "(..., Lq, Lk)", require=require)
+    device = scores.device if isinstance(scores, torch.Tensor) else None
+    check_mask_args(attn_mask, is_causal, *scores.shape[-2:], (scores.shape[:-2],), device, require)
+
+
+def check_merge_heads(x, require=require_tensor) -> None:
+    """merge_heads' input: x (B, H, L, Dk)."""
+    require("x", x)
+    require_rank("x", x, 4, "(B, H, L, Dk)", max_rank=4)
+
+
+def check_multihead_config(embed_dim, num_heads, kdim=None, vdim=None, num_kv_heads=None) -> None:
+    """MultiHeadAttention's sizes: D divisible by H, H by Hkv; kdim and vdim None or positive."""
+    require_positive_ints(embed_dim=embed_dim, num_heads=num_heads)
+    if embed_dim % num_heads:
+        raise ValueError(f"expected embed_dim divisible by num_heads, got embed_dim={embed_dim}, "
+                         f"num_heads={num_heads}")
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    require_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(f"expected num_heads divisible by num_kv_heads, got num_heads={num_heads}, "
+                         f"num_kv_heads={num_kv_heads}")
+    require_positive_ints(**{name: width for name, width in (("kdim", kdim), ("vdim", vdim)) if width is not None})
+
+
+def check_multihead_inputs(module, query, key, value, attn_mask, is_causal) -> None:
+    """MultiHeadAttention.forward's inputs: query (B, Lq, D), key (B, Lk, kdim), value (B, Lk, vdim) like the
+    module's weights, and a mask broadcastable to (B, H, Lq, Lk) or ``is_causal``."""
+    widths = (("query", query, module.embed_dim), ("key", key, module.kdim), ("value", value, module.vdim))
+    for name, t, width in widths:
+        require_features(name, t, width, "the module's weights", module.out_proj.weight)
+    if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
+        raise ValueError(f"expected query (B, Lq, ...), key and value (B, Lk, ...) with matching B "
+                         f"and Lk, got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    batch = (query.shape[0], module.num_heads)  # the weights' leading dims (B, H)
+    check_mask_args(attn_mask, is_causal, query.shape[1], key.shape[1], (batch,), query.device)
+
+
+def check_flash_args(query, key, value, attn_mask=None, is_causal=False, scale=None, block_size=128) -> None:
+    """flash_attention's inputs: scaled dot-product attention's, and a positive int ``block_size``."""
+    check_attention_args(query, key, value, attn_mask, is_causal=is_causal, scale=scale)
+    require_positive_int("block_size", block_size)
+
+
+def check_lse_args(query, key, lse, attn_mask=None, is_causal=False, scale=None) -> None:
+    """weights_from_lse's inputs: query (..., Lq, Dk), key (..., Lk, Dk), their mask and scale, lse (..., Lq)."""
+    check_scores_args(query, key)
+    batch = batch_shape(query.shape[:-2], key.shape[:-2])
+    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], (batch,), query.device)
+    require_positive("scale", scale, allow_none=True)
+    require_float_tensor("lse", lse, 1, "(..., Lq)")
+    if lse.shape[-1] != query.shape[-2] or lse.device != query.device:
+        raise ValueError(f"expected lse of shape (..., Lq) with Lq={query.shape[-2]} on {query.device}, "
+                         f"got {tuple(lse.shape)} on {lse.device}")
+
+
+def check_linear_options(is_causal, eps, feature_map, lq: int, lk: int) -> None:
+    """Linear attention's options: a callable feature map, a bool ``is_causal`` (then Lq == Lk), eps > 0."""
+    require_feature_map(feature_map)
+    require_bool("is_causal", is_causal)
+    require_positive("eps", eps)
+    if is_causal and lq != lk:
+        raise ValueError(f"expected causal linear attention with Lq == Lk, got Lq={lq} and Lk={lk}")
+
+
+def check_linear_attention_args(query, key, value, is_causal=False, feature_map=None, eps=1e-6) -> None:
+    """Linear attention's inputs: those of attention without mask, and its options."""
+    check_attention_args(query, key, value)
+    check_linear_options(is_causal, eps, feature_map, query.shape[-2], key.shape[-2])
+
+
+def check_linear_weights_args(query, key, is_causal=False, feature_map=None, eps=1e-6) -> None:
+    """linear_attention_weights' inputs: query (..., Lq, Dk), key (..., Lk, Dk) and the options."""
+    check_scores_args(query, key)
+    check_linear_options(is_causal, eps, feature_map, query.shape[-2], key.shape[-2])
+
+
+def check_weight_bound_args(key, feature_map=None) -> None:
+    """max_weight_bound's inputs: float key (..., Lk, Dk) and a callable feature map."""
+    require_float_tensor("key", key, 2, "(..., Lk, Dk)")
+    require_feature_map(feature_map)
+
+
+def check_new_positions(name: str, t, store, shape: tuple, layout: str) -> None:
+    """A cache's new keys or values: a float tensor like ``store`` whose dims equal ``shape`` (None: any)."""
+    require_float_tensor(name, t, len(shape), layout, max_rank=len(shape))
+    require_like(name, t, "the cache", store)
+    if any(n is not None and n != m for n, m in zip(shape, t.shape, strict=True)):
+        wanted = ", ".join("Lnew" if n is None else str(n) for n in shape)
+        raise ValueError(f"expected {name} of shape {layout} = ({wanted}) like the cache, got {tuple(t.shape)}")
+
+
+def check_cache_append(cache, layer, key, value) -> None:
+    """KVCache.append's inputs: a layer of the cache, key (B, Hkv, Lnew, Dk) and value (B, Hkv, Lnew, Dv) shaped
+    like its storage, and room for them."""
+    layers = len(cache.keys)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
+        raise ValueError(f"expected layer in [0, {layers - 1}], got {layer!r}")
+    for name, t, store in (("key", key, cache.keys[layer]), ("value", value, cache.values[layer])):
+        b, h, _, d = store.shape
+        check_new_positions(name, t, store, (b, h, None, d), "(B, Hkv, Lnew, D)")
+    same_length(key, value, dim=2)
+    end = cache.lengths[layer] + key.shape[2]
+    if end > cache.max_length:
+        raise ValueError(f"expected at most max_length={cache.max_length} positions in the cache, got "
+                         f"{cache.lengths[layer]} stored + {key.shape[2]} new = {end}")
+
+
+def check_paged_append(cache, key, value) -> None:
+    """PagedKVCache.append's inputs: key (Hkv, Lnew, Dk) and value (Hkv, Lnew, Dv) shaped like the pool."""
+    for name, t, store in (("key", key, cache.keys), ("value", value, cache.values)):
+        check_new_positions(name, t, store, (store.shape[1], None, store.shape[3]), "(Hkv, Lnew, D)")
+    same_length(key, value, dim=1)
+
+
+def same_length(key, value, dim: int) -> None:
+    """Raise ValueError unless key and value bring the same number of new positions (along ``dim``)."""
+    if key.shape[dim] != value.shape[dim]:
+        raise ValueError(f"expected key and value with the same number of new positions, got "
+                         f"{tuple(key.shape)} and {tuple(value.shape)}")
+
+
+def check_cached_attention(cache, layer, query, key, value, window=None) -> None:
+    """cached_attention's inputs: the cache's (``check_cache_append``), a query that can attend to its keys
+    (..., Hq, Lnew, Dk) with Hq a multiple of Hkv, and a window that is None or > 0. Nothing is stored
+    before all of them have passed."""
+    check_cache_append(cache, layer, key, value)
+    _check_query_for(query, cache.keys[layer], cache.values[layer])
+    if window is not None:
+        require_positive_int("window", window)
+
+
+def check_kv_layout_args(layout, num_layers, num_heads, head_dim, num_kv_heads=None, latent_dim=None, rope_dim=None,
+                         bytes_per_value=2, layouts=()) -> None:
+    """kv_bytes_per_token's inputs: a layout of ``layouts``, positive sizes, and what the layout needs: Hkv
+    dividing H for "gqa", the latent and rotary widths for "mla"."""
+    if layout not in layouts:
+        raise ValueError(f"expected layout in {layouts}, got {layout!r}")
+    require_positive_ints(num_layers=num_layers, num_heads=num_heads, head_dim=head_dim,
+                          bytes_per_value=bytes_per_value)
+    if layout == "mla":
+        require_positive_ints(latent_dim=latent_dim, rope_dim=rope_dim)
+    if layout == "gqa":
+        require_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(f"expected num_kv_heads dividing num_heads={num_heads}, got {num_kv_heads}")
+
+
+def check_paged_attention(cache, seq, query, key, value) -> None:
+    """paged_attention's inputs: the pool's (``check_paged_append``) and a query (Hq, Lnew, Dk) for its keys."""
+    del seq  # any hashable id: a new one starts an empty sequence
+    check_paged_append(cache, key, value)
+    keys, values = (t[0] for t in (cache.keys, cache.values))  # (Hkv, block_size, D): one block, as a sequence's
+    _check_query_for(query, keys, values)
+
+
+def _check_query_for(query, keys, values) -> None:
+    """A query (..., Hq, Lq, Dk) that attends to a cache's keys (..., Hkv, L, Dk) and values, Hq a multiple of Hkv."""
+    require_tensor("query", query)
+    gqa = query.ndim >= 3 and query.shape[-3] != keys.shape[-3]
+    check_attention_args(query, keys, values, enable_gqa=gqa)

@@ -12,42 +12,38 @@ import math
 import torch
 import torch.nn.functional as F
 
-from attnlib._checks import batch_shape, check_attention_args, check_dropout_p, check_weighted_sum_args
-from attnlib.scores import _dot_product_scores
-from attnlib.softmax import _apply_mask, softmax
+from attnlib._checks import check_attention_args, check_dropout_p, check_weighted_sum_args, checked
+from attnlib.scores import dot_product_scores
+from attnlib.softmax import apply_mask, softmax
 
 _HALF = (torch.float16, torch.bfloat16)
 
 
+@checked(check_weighted_sum_args)
 def weighted_sum(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     """Each output row is a weighted sum of value rows, ``A V``: (..., Lq, Lk), (..., Lk, Dv) -> (..., Lq, Dv)."""
-    check_weighted_sum_args(weights, value)
-    return _weighted_sum(weights, value)
-
-
-def _weighted_sum(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return weights @ value  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
 
 
+@checked(check_dropout_p)
 def attention_dropout(weights: torch.Tensor, dropout_p: float) -> torch.Tensor:
     """Weights (..., Lq, Lk): zero each with probability p, scale the kept ones by 1/(1 − p); p = 0 returns them."""
-    check_dropout_p(dropout_p)
     if dropout_p == 0:
         return weights
     return F.dropout(weights, p=dropout_p, training=True)  # (..., Lq, Lk), same shape
 
 
-def _reference(query, key, value, attn_mask, dropout_p, is_causal, scale):
+def _reference(query, key, value, *, attn_mask, dropout_p, is_causal, scale):
     """The readable path, attnlib's own steps on checked inputs: (output (..., Lq, Dv), weights (..., Lq, Lk))."""
     dtype = query.dtype
     if dtype in _HALF:  # scores of half-precision inputs overflow easily: accumulate in float32
         query, key, value = query.float(), key.float(), value.float()
     # Scale the (Lq, Dk) queries rather than the (Lq, Lk) scores: the same numbers, one L x L pass fewer.
-    scores = _dot_product_scores(query * scale, key)  # (..., Lq, Lk)
-    # softmax checks the masked scores, a tensor made here (once); the inputs were checked by the caller
-    weights = softmax(_apply_mask(scores, attn_mask, is_causal), dim=-1)  # (..., Lq, Lk)
-    weights = attention_dropout(weights, dropout_p)  # the weights actually used (and returned)
-    return _weighted_sum(weights, value).to(dtype), weights.to(dtype)
+    scores = dot_product_scores.unchecked(query * scale, key)  # (..., Lq, Lk)
+    scores = apply_mask.unchecked(scores, attn_mask, is_causal=is_causal)
+    weights = softmax.unchecked(scores, dim=-1)  # (..., Lq, Lk)
+    weights = attention_dropout.unchecked(weights, dropout_p=dropout_p)  # the weights actually used (and returned)
+    return weighted_sum.unchecked(weights, value).to(dtype), weights.to(dtype)
 
 
 def _broadcast_batch(query, key, value, attn_mask):
@@ -55,7 +51,7 @@ def _broadcast_batch(query, key, value, attn_mask):
     shapes = [t.shape[:-2] for t in (query, key, value)]
     if attn_mask is not None:
         shapes.append(attn_mask.shape[:-2])
-    batch = batch_shape(*shapes)
+    batch = torch.broadcast_shapes(*shapes)  # checked to broadcast by the caller
     return tuple(t.expand(*batch, *t.shape[-2:]) for t in (query, key, value))
 
 
@@ -65,7 +61,7 @@ def _repeat_kv(key, value, groups: int):
     return key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
 
 
-def _fast(query, key, value, attn_mask, dropout_p, is_causal, scale, groups):
+def _fast(query, key, value, *, attn_mask, dropout_p, is_causal, scale, groups):
     """torch's fused kernel on checked inputs; ``groups`` query heads per key/value head. Returns the output."""
     enable_gqa = groups > 1
     if enable_gqa:  # torch groups the heads itself; expand only the batch dims before them
@@ -89,6 +85,7 @@ def _fast(query, key, value, attn_mask, dropout_p, is_causal, scale, groups):
     return output.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
 
 
+@checked(check_attention_args)
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                  attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, *, scale: float | None = None, enable_gqa: bool = False,
@@ -103,17 +100,13 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     the kept ones by 1/(1 − p) (as torch; use it only in training); the returned weights are the ones
     used. ``enable_gqa=True``: key and value may have fewer heads Hkv than the query's Hq (Hq divisible
     by Hkv); each group of Hq/Hkv query heads shares one key/value head. ``need_weights=False`` returns
-    ``(output, None)`` from torch's fused kernel.
+    ``(output, None)`` from torch's fused kernel; otherwise attnlib's readable path computes both.
     """
-    groups = check_attention_args(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
-    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, need_weights)
-
-
-def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, need_weights):
-    """Attention on checked inputs: the fused kernel without weights, else the readable path."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1  # query heads per key/value head
     if not need_weights:
-        return _fast(query, key, value, attn_mask, dropout_p, is_causal, scale, groups), None
+        return _fast(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                     groups=groups), None
     if groups > 1:
         key, value = _repeat_kv(key, value, groups)
-    return _reference(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    return _reference(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)

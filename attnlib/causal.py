@@ -18,29 +18,36 @@ from __future__ import annotations
 
 import torch
 
-from attnlib._checks import require_float, require_like, require_positive_int, require_rank, require_tensor
+from attnlib._checks import (
+    check_cache_append,
+    check_cached_attention,
+    check_kv_layout_args,
+    check_paged_append,
+    check_paged_attention,
+    check_sliding_window_args,
+    checked,
+    require_positive_ints,
+)
 from attnlib.attention import scaled_dot_product_attention
 from attnlib.softmax import causal_mask
 
 
+@checked(check_sliding_window_args)
 def sliding_window_mask(lq: int, lk: int, window: int, device=None) -> torch.Tensor:
     """Boolean (Lq, Lk) mask: query i, at position Lk - Lq + i, may attend key j iff 0 <= (Lk - Lq + i) - j < window.
 
     ``window=1`` is each position alone; ``window >= Lk`` is ``causal_mask(Lq, Lk, align="lower_right")``.
     """
-    require_positive_int("window", window)
-    mask = causal_mask(lq, lk, device=device, align="lower_right")  # checks Lq, Lk and device
+    mask = causal_mask.unchecked(lq, lk, device=device, align="lower_right")  # (Lq, Lk)
     positions = torch.arange(lk - lq, lk, device=device)[:, None]  # (Lq, 1): where each query sits
     too_old = torch.arange(lk, device=device)[None, :] <= positions - window  # (Lq, Lk)
     return mask & ~too_old
 
 
+@checked(require_positive_ints)
 def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, length: int,
                    batch_size: int = 1, bytes_per_value: int = 2) -> int:
     """Bytes of a KV cache: 2 (keys and values) x layers x KV heads x head width x positions x batch x bytes."""
-    for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim),
-                        ("length", length), ("batch_size", batch_size), ("bytes_per_value", bytes_per_value)):
-        require_positive_int(name, value)
     return 2 * num_layers * num_kv_heads * head_dim * length * batch_size * bytes_per_value
 
 
@@ -57,9 +64,8 @@ class KVCache:
     def __init__(self, num_layers: int, batch_size: int, num_kv_heads: int, max_length: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device=None, value_dim: int | None = None):
         value_dim = head_dim if value_dim is None else value_dim
-        for name, value in (("num_layers", num_layers), ("batch_size", batch_size), ("num_kv_heads", num_kv_heads),
-                            ("max_length", max_length), ("head_dim", head_dim), ("value_dim", value_dim)):
-            require_positive_int(name, value)
+        require_positive_ints(num_layers=num_layers, batch_size=batch_size, num_kv_heads=num_kv_heads,
+                              max_length=max_length, head_dim=head_dim, value_dim=value_dim)
         shape = (batch_size, num_kv_heads, max_length)  # (B, Hkv, max_length, ...)
         self.keys = [torch.zeros(*shape, head_dim, dtype=dtype, device=device) for _ in range(num_layers)]
         self.values = [torch.zeros(*shape, value_dim, dtype=dtype, device=device) for _ in range(num_layers)]
@@ -75,29 +81,9 @@ class KVCache:
         """Positions stored in layer 0 (every layer has the same once a step has passed through all)."""
         return self.lengths[0]
 
-    def _check(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> None:
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(self.keys):
-            raise ValueError(f"expected layer in [0, {len(self.keys) - 1}], got {layer!r}")
-        b, h, _, _ = self.keys[layer].shape
-        for name, t, store in (("key", key, self.keys[layer]), ("value", value, self.values[layer])):
-            require_tensor(name, t)
-            require_float(name, t)
-            require_rank(name, t, 4, "(B, Hkv, Lnew, D)", max_rank=4)
-            require_like(name, t, "the cache", store)
-            if t.shape[0] != b or t.shape[1] != h or t.shape[3] != store.shape[3]:
-                raise ValueError(f"expected {name} of shape (B, Hkv, Lnew, D) = ({b}, {h}, Lnew, {store.shape[3]}) "
-                                 f"like the cache, got {tuple(t.shape)}")
-        if key.shape[2] != value.shape[2]:
-            raise ValueError(f"expected key and value with the same number of new positions, got "
-                             f"{tuple(key.shape)} and {tuple(value.shape)}")
-        end = self.lengths[layer] + key.shape[2]
-        if end > self.max_length:
-            raise ValueError(f"expected at most max_length={self.max_length} positions in the cache, got "
-                             f"{self.lengths[layer]} stored + {key.shape[2]} new = {end}")
-
+    @checked(check_cache_append)
     def append(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store key, value (B, Hkv, Lnew, Dk) after the past; return all keys, values (B, Hkv, L, Dk) so far."""
-        self._check(layer, key, value)
         start, end = self.lengths[layer], self.lengths[layer] + key.shape[2]
         self.keys[layer][:, :, start:end] = key
         self.values[layer][:, :, start:end] = value
@@ -105,6 +91,7 @@ class KVCache:
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
 
+@checked(check_cached_attention)
 def cached_attention(cache: KVCache, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                      *, window: int | None = None,
                      need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -115,14 +102,14 @@ def cached_attention(cache: KVCache, layer: int, query: torch.Tensor, key: torch
     own (end-aligned causal mask), or only the last ``window`` of them. Hq may be a multiple of Hkv
     (grouped-query attention). Output (B, Hq, Lnew, Dv); weights (B, Hq, Lnew, L) or None.
     """
-    keys, values = cache.append(layer, key, value)  # (B, Hkv, L, Dk): the past and the new positions
+    keys, values = KVCache.append.unchecked(cache, layer, key, value)  # (B, Hkv, L, Dk): the past and the new
     lq, lk = query.shape[-2], keys.shape[-2]
     if window is None:
-        mask = causal_mask(lq, lk, device=query.device, align="lower_right")
+        mask = causal_mask.unchecked(lq, lk, device=query.device, align="lower_right")
     else:
-        mask = sliding_window_mask(lq, lk, window, device=query.device)
-    return scaled_dot_product_attention(query, keys, values, attn_mask=mask, need_weights=need_weights,
-                                        enable_gqa=query.shape[-3] != keys.shape[-3])
+        mask = sliding_window_mask.unchecked(lq, lk, window, device=query.device)
+    return scaled_dot_product_attention.unchecked(query, keys, values, attn_mask=mask, need_weights=need_weights,
+                                                  enable_gqa=query.shape[-3] != keys.shape[-3])
 
 
 # --- the KV cache per token, by attention variant ------------------------------------------------------------
@@ -132,16 +119,10 @@ KV_LAYOUTS = ("mha", "mqa", "gqa", "mla")
 
 def _heads_for(layout: str, num_heads: int, num_kv_heads: int | None) -> int:
     """Key/value heads stored per layer: H for MHA, 1 for MQA, Hkv (dividing H) for GQA."""
-    if layout == "mha":
-        return num_heads
-    if layout == "mqa":
-        return 1
-    require_positive_int("num_kv_heads", num_kv_heads)
-    if num_heads % num_kv_heads:
-        raise ValueError(f"expected num_kv_heads dividing num_heads={num_heads}, got {num_kv_heads}")
-    return num_kv_heads
+    return {"mha": num_heads, "mqa": 1}.get(layout, num_kv_heads)
 
 
+@checked(check_kv_layout_args, layouts=KV_LAYOUTS)
 def kv_bytes_per_token(layout: str, num_layers: int, num_heads: int, head_dim: int, num_kv_heads: int | None = None,
                        latent_dim: int | None = None, rope_dim: int | None = None, bytes_per_value: int = 2) -> int:
     """Bytes the KV cache grows by per token, over all layers, for one attention ``layout``.
@@ -150,17 +131,10 @@ def kv_bytes_per_token(layout: str, num_layers: int, num_heads: int, head_dim: i
     "gqa": ``num_kv_heads`` heads, 2·Hkv·Dk (Ainslie et al. 2023); "mla": DeepSeek-V2's multi-head latent
     attention caches one compressed vector of ``latent_dim`` plus a shared rotary key of ``rope_dim``.
     """
-    if layout not in KV_LAYOUTS:
-        raise ValueError(f"expected layout in {KV_LAYOUTS}, got {layout!r}")
-    for name, value in (("num_layers", num_layers), ("num_heads", num_heads), ("head_dim", head_dim),
-                        ("bytes_per_value", bytes_per_value)):
-        require_positive_int(name, value)
     if layout == "mla":
-        require_positive_int("latent_dim", latent_dim)
-        require_positive_int("rope_dim", rope_dim)
         return num_layers * (latent_dim + rope_dim) * bytes_per_value
-    return kv_cache_bytes(num_layers, _heads_for(layout, num_heads, num_kv_heads), head_dim, 1,
-                          bytes_per_value=bytes_per_value)
+    return kv_cache_bytes.unchecked(num_layers, _heads_for(layout, num_heads, num_kv_heads), head_dim, length=1,
+                                    bytes_per_value=bytes_per_value)
 
 
 # --- a paged KV cache (vLLM's PagedAttention) -----------------------------------------------------------------
@@ -178,9 +152,8 @@ class PagedKVCache:
     def __init__(self, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device=None, value_dim: int | None = None):
         value_dim = head_dim if value_dim is None else value_dim
-        for name, value in (("num_blocks", num_blocks), ("block_size", block_size), ("num_kv_heads", num_kv_heads),
-                            ("head_dim", head_dim), ("value_dim", value_dim)):
-            require_positive_int(name, value)
+        require_positive_ints(num_blocks=num_blocks, block_size=block_size, num_kv_heads=num_kv_heads,
+                              head_dim=head_dim, value_dim=value_dim)
         shape = (num_blocks, num_kv_heads, block_size)
         self.keys = torch.zeros(*shape, head_dim, dtype=dtype, device=device)
         self.values = torch.zeros(*shape, value_dim, dtype=dtype, device=device)
@@ -198,20 +171,6 @@ class PagedKVCache:
         """Slots allocated to sequences but not yet filled: Σ_s (blocks_s · block_size − L_s)."""
         return sum(len(self.block_tables[s]) * self.block_size - n for s, n in self.lengths.items())
 
-    def _check(self, key: torch.Tensor, value: torch.Tensor) -> None:
-        _, h, _, _ = self.keys.shape
-        for name, t, store in (("key", key, self.keys), ("value", value, self.values)):
-            require_tensor(name, t)
-            require_float(name, t)
-            require_rank(name, t, 3, "(Hkv, Lnew, D)", max_rank=3)
-            require_like(name, t, "the cache", store)
-            if t.shape[0] != h or t.shape[2] != store.shape[3]:
-                raise ValueError(f"expected {name} of shape (Hkv, Lnew, D) = ({h}, Lnew, {store.shape[3]}) "
-                                 f"like the cache, got {tuple(t.shape)}")
-        if key.shape[1] != value.shape[1]:
-            raise ValueError(f"expected key and value with the same number of new positions, got "
-                             f"{tuple(key.shape)} and {tuple(value.shape)}")
-
     def _reserve(self, seq, end: int) -> list[int]:
         """The block table of ``seq``, grown from the free list to hold ``end`` positions."""
         table = self.block_tables.get(seq, [])
@@ -221,12 +180,12 @@ class PagedKVCache:
                              f"for sequence {seq!r} at {end} positions")
         return table + [self.free_blocks.pop() for _ in range(needed)]
 
+    @checked(check_paged_append)
     def append(self, seq, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store key (Hkv, Lnew, Dk), value (Hkv, Lnew, Dv) after ``seq``'s past; return all its keys, values so far.
 
         A new ``seq`` (any hashable id) starts empty. Returns (Hkv, L, Dk) and (Hkv, L, Dv), gathered in order.
         """
-        self._check(key, value)
         start = self.lengths.get(seq, 0)
         end = start + key.shape[1]
         table = self.block_tables[seq] = self._reserve(seq, end)
@@ -255,6 +214,7 @@ class PagedKVCache:
         del self.lengths[seq]
 
 
+@checked(check_paged_attention)
 def paged_attention(cache: PagedKVCache, seq, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     *, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``cached_attention`` for one sequence of a ``PagedKVCache``; returns (output, weights).
@@ -263,7 +223,7 @@ def paged_attention(cache: PagedKVCache, seq, query: torch.Tensor, key: torch.Te
     appended to the cache; each new query attends to every stored position up to its own.
     Output (Hq, Lnew, Dv); weights (Hq, Lnew, L) or None.
     """
-    keys, values = cache.append(seq, key, value)  # (Hkv, L, Dk), (Hkv, L, Dv)
-    mask = causal_mask(query.shape[-2], keys.shape[-2], device=query.device, align="lower_right")
-    return scaled_dot_product_attention(query, keys, values, attn_mask=mask, need_weights=need_weights,
-                                        enable_gqa=query.shape[-3] != keys.shape[-3])
+    keys, values = PagedKVCache.append.unchecked(cache, seq, key, value)  # (Hkv, L, Dk), (Hkv, L, Dv)
+    mask = causal_mask.unchecked(query.shape[-2], keys.shape[-2], device=query.device, align="lower_right")
+    return scaled_dot_product_attention.unchecked(query, keys, values, attn_mask=mask, need_weights=need_weights,
+                                                  enable_gqa=query.shape[-3] != keys.shape[-3])

@@ -18,15 +18,7 @@ import math
 
 import torch
 
-from attnlib._checks import (
-    batch_shape,
-    check_attention_args,
-    check_mask_args,
-    check_scores_args,
-    require_float_tensor,
-    require_positive,
-    require_positive_int,
-)
+from attnlib._checks import check_flash_args, check_lse_args, checked, require_positive_ints
 
 DEFAULT_BLOCK_SIZE = 128
 SKIPPED, MASKED, FULL = 0, 1, 2  # what happens to a tile: skipped, computed with its mask, computed whole
@@ -55,8 +47,7 @@ def tile_kind(q0: int, q1: int, k0: int, k1: int, is_causal: bool) -> int:
 
 def tile_grid(lq: int, lk: int, block_size: int = DEFAULT_BLOCK_SIZE, is_causal: bool = False) -> torch.Tensor:
     """Integer grid (⌈Lq/block⌉, ⌈Lk/block⌉) of ``tile_kind`` values: which tiles flash_attention computes."""
-    for name, n in (("Lq", lq), ("Lk", lk), ("block_size", block_size)):
-        require_positive_int(name, n)
+    require_positive_ints(Lq=lq, Lk=lk, block_size=block_size)
     kinds = [[tile_kind(q0, q1, k0, k1, is_causal) for k0, k1 in _bounds(lk, block_size)]
              for q0, q1 in _bounds(lq, block_size)]
     return torch.tensor(kinds, dtype=torch.int64)
@@ -140,6 +131,7 @@ def _query_block(q_blk, key, value, mask, q0: int, q1: int, is_causal: bool, blo
     return finish(state)
 
 
+@checked(check_flash_args)
 def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attn_mask: torch.Tensor | None = None, *, is_causal: bool = False, scale: float | None = None,
                     block_size: int = DEFAULT_BLOCK_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
@@ -151,8 +143,6 @@ def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     query, whose output is zero). Output keeps the input dtype; half-precision inputs are computed
     in float32 and their ``lse`` is float32.
     """
-    check_attention_args(query, key, value, attn_mask, is_causal=is_causal, scale=scale)
-    require_positive_int("block_size", block_size)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     dtype = query.dtype
     work = torch.float32 if dtype in _HALF else dtype
@@ -160,7 +150,7 @@ def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     lq, lk = query.shape[-2], key.shape[-2]
     mask = _expand_mask(attn_mask, lq, lk)
     masks = () if mask is None else (mask.shape[:-2],)
-    batch = batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2], *masks)
+    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2], *masks)
     output = query.new_empty((*batch, lq, value.shape[-1]))
     lse = query.new_empty((*batch, lq))
     for q0, q1 in _bounds(lq, block_size):
@@ -180,13 +170,7 @@ def _row_indices(rows, lq: int, device) -> torch.Tensor:
         raise ValueError(f"expected rows to index queries 0..{lq - 1}, got {rows!r}") from None
 
 
-def _check_lse(lse, query) -> None:
-    require_float_tensor("lse", lse, 1, "(..., Lq)")
-    if lse.shape[-1] != query.shape[-2] or lse.device != query.device:
-        raise ValueError(f"expected lse of shape (..., Lq) with Lq={query.shape[-2]} on {query.device}, "
-                         f"got {tuple(lse.shape)} on {lse.device}")
-
-
+@checked(check_lse_args)
 def weights_from_lse(query: torch.Tensor, key: torch.Tensor, lse: torch.Tensor,
                      attn_mask: torch.Tensor | None = None, *, rows=None, is_causal: bool = False,
                      scale: float | None = None) -> torch.Tensor:
@@ -196,11 +180,6 @@ def weights_from_lse(query: torch.Tensor, key: torch.Tensor, lse: torch.Tensor,
     mask, ``is_causal`` and ``scale``. ``rows``: None (all Lq), an int, a slice or a list of ints.
     Costs O(R·Lk) memory: draw a few rows of a long sequence without its (Lq, Lk) matrix.
     """
-    check_scores_args(query, key)
-    batch = batch_shape(query.shape[:-2], key.shape[:-2])
-    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], (batch,), query.device)
-    require_positive("scale", scale, allow_none=True)
-    _check_lse(lse, query)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     idx = _row_indices(rows, query.shape[-2], query.device)  # (R,)
     work = torch.float32 if query.dtype in _HALF else query.dtype

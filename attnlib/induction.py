@@ -72,11 +72,11 @@ class AttentionOnlyTransformer(nn.Module):
 def _cached_layer(layer: MultiHeadAttention, x: torch.Tensor, cache: KVCache, index: int, need_weights: bool,
                   window: int | None = None):
     """One MultiHeadAttention layer on new positions x (B, Lnew, D), the past read from the cache."""
-    q = split_heads(layer.q_proj(x), layer.num_heads)  # (B, H, Lnew, Dk)
-    k = split_heads(layer.k_proj(x), layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
-    v = split_heads(layer.v_proj(x), layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
+    q = split_heads.unchecked(layer.q_proj(x), num_heads=layer.num_heads)  # (B, H, Lnew, Dk)
+    k = split_heads.unchecked(layer.k_proj(x), num_heads=layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
+    v = split_heads.unchecked(layer.v_proj(x), num_heads=layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
     heads, w = cached_attention(cache, index, q, k, v, window=window, need_weights=need_weights)
-    return layer.out_proj(merge_heads(heads)), w
+    return layer.out_proj(merge_heads.unchecked(heads)), w
 
 
 def repeated_tokens(batch_size: int, half: int, vocab_size: int, generator: torch.Generator | None = None,
@@ -157,3 +157,35 @@ def train_induction(model: AttentionOnlyTransformer, steps: int, halves=range(4,
         history["loss"].append(loss.item())
         history["repeat_loss"].append(repeat_loss(logits.detach(), tokens, half).item())
     return history
+
+
+# --- the book's induction-head experiment -----------------------------------------------------------------
+# Its settings live here, once: the chapter that grows the head and the website's build, which trains the same
+# model again for the reader's browser, both import them.
+
+SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"  # how the book writes the model's tokens, one character each
+ARCHITECTURE = {"vocab_size": len(SYMBOLS), "d_model": 64, "num_heads": 2, "num_layers": 2, "max_length": 32}
+TRAINING = {"steps": 1000, "halves": range(4, 17), "batch_size": 32, "lr": 3e-3, "seed": 0, "probe_every": 25}
+INIT_SEED = 0  # torch.manual_seed before the model is made: its initial weights
+PROBE = {"batch_size": 64, "half": 16, "seed": 123}  # the fixed sequences the trained heads are scored on
+
+
+def grow_induction_head() -> tuple[AttentionOnlyTransformer, dict[str, list]]:
+    """The experiment: an ``AttentionOnlyTransformer(**ARCHITECTURE)`` seeded with ``INIT_SEED`` and trained
+    with ``train_induction(model, **TRAINING)`` on one CPU thread (a model this small trains fastest on one,
+    and it is the same model on every run). Returns ``(model, history)`` as ``train_induction`` gives it."""
+    torch.manual_seed(INIT_SEED)
+    model = AttentionOnlyTransformer(**ARCHITECTURE)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        history = train_induction(model, **TRAINING)
+    finally:
+        torch.set_num_threads(threads)
+    return model, history
+
+
+def probe_tokens() -> torch.Tensor:
+    """``PROBE``'s fixed repeated sequences, (B, 2 * half) tokens, on which the experiment's heads are scored."""
+    return repeated_tokens(PROBE["batch_size"], PROBE["half"], ARCHITECTURE["vocab_size"],
+                           generator=torch.Generator().manual_seed(PROBE["seed"]))

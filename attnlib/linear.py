@@ -24,44 +24,26 @@ import torch
 import torch.nn.functional as F
 
 from attnlib._checks import (
-    batch_shape,
-    check_attention_args,
-    check_scores_args,
-    require_bool,
+    check_linear_attention_args,
+    check_linear_weights_args,
+    check_weight_bound_args,
+    checked,
     require_float_tensor,
-    require_positive,
 )
 
 
+@checked(require_float_tensor, name="x", min_rank=1, layout="(..., Dk)")
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     """φ(x) = elu(x) + 1, applied to each entry of x (..., L, Dk): positive, so every weight is > 0."""
-    require_float_tensor("x", x, 1, "(..., Dk)")
-    return _elu_plus_one(x)
-
-
-def _elu_plus_one(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1
 
 
 def _features(feature_map: Callable, x: torch.Tensor) -> torch.Tensor:
-    """φ(x) (..., L, Dk); the default map's unchecked kernel, since the caller has checked x."""
-    return _elu_plus_one(x) if feature_map is elu_feature_map else feature_map(x)
+    """φ(x) (..., L, Dk); the default map unchecked, since the caller has checked x."""
+    return elu_feature_map.unchecked(x) if feature_map is elu_feature_map else feature_map(x)
 
 
-def _check_options(is_causal: bool, eps: float, feature_map, lq: int, lk: int) -> None:
-    if not callable(feature_map):
-        raise TypeError(f"expected feature_map to be a function of a tensor, got {type(feature_map).__name__}")
-    require_bool("is_causal", is_causal)
-    require_positive("eps", eps)
-    if is_causal and lq != lk:
-        raise ValueError(f"expected causal linear attention with Lq == Lk, got Lq={lq} and Lk={lk}")
-
-
-def _check(query, key, value, is_causal: bool, eps: float, feature_map) -> None:
-    check_attention_args(query, key, value)
-    _check_options(is_causal, eps, feature_map, query.shape[-2], key.shape[-2])
-
-
+@checked(check_linear_attention_args)
 def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool = False,
                      feature_map: Callable = elu_feature_map, eps: float = 1e-6) -> torch.Tensor:
     """Parallel linear attention: query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv) -> (..., Lq, Dv).
@@ -69,7 +51,6 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     Non-causal: φ(Q) (φ(K)ᵀ V) / φ(Q) Σ_j φ(k_j). Causal (Lq = Lk): the sums run over j <= i, as
     cumulative sums of the (Dk, Dv) outer products, O(L·Dk·Dv) memory. ``eps`` is added to each denominator.
     """
-    _check(query, key, value, is_causal, eps, feature_map)
     phi_q, phi_k = _features(feature_map, query), _features(feature_map, key)  # (..., Lq, Dk), (..., Lk, Dk)
     if not is_causal:
         kv = phi_k.transpose(-2, -1) @ value  # (..., Dk, Lk) @ (..., Lk, Dv) -> (..., Dk, Dv)
@@ -81,6 +62,7 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     return numerator / ((phi_q * z).sum(dim=-1, keepdim=True) + eps)
 
 
+@checked(check_linear_attention_args, is_causal=True)
 def linear_attention_recurrent(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
                                feature_map: Callable = elu_feature_map, eps: float = 1e-6) -> torch.Tensor:
     """Causal linear attention as a recurrent network: query, key (..., L, Dk), value (..., L, Dv) -> (..., L, Dv).
@@ -88,9 +70,8 @@ def linear_attention_recurrent(query: torch.Tensor, key: torch.Tensor, value: to
     State S (..., Dk, Dv) and z (..., Dk) start at 0; at step i, S += φ(k_i) v_iᵀ, z += φ(k_i), and
     o_i = φ(q_i)ᵀ S / (φ(q_i)ᵀ z + eps). Memory per step is constant in L, like a decoder's next token.
     """
-    _check(query, key, value, True, eps, feature_map)
     phi_q, phi_k = _features(feature_map, query), _features(feature_map, key)
-    batch = batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     state = query.new_zeros((*batch, query.shape[-1], value.shape[-1]))  # (..., Dk, Dv)
     z = query.new_zeros((*batch, query.shape[-1]))  # (..., Dk)
     outputs = []
@@ -102,6 +83,7 @@ def linear_attention_recurrent(query: torch.Tensor, key: torch.Tensor, value: to
     return torch.stack(outputs, dim=-2)
 
 
+@checked(check_linear_weights_args)
 def linear_attention_weights(query: torch.Tensor, key: torch.Tensor, *, is_causal: bool = False,
                              feature_map: Callable = elu_feature_map, eps: float = 1e-6) -> torch.Tensor:
     """The weights (..., Lq, Lk) linear attention applies: φ(q_i)·φ(k_j) / (Σ_j' φ(q_i)·φ(k_j') + eps).
@@ -109,8 +91,6 @@ def linear_attention_weights(query: torch.Tensor, key: torch.Tensor, *, is_causa
     query (..., Lq, Dk), key (..., Lk, Dk). ``weights @ value`` equals ``linear_attention``'s output.
     Costs O(Lq·Lk): for looking at a few rows, not for computing.
     """
-    check_scores_args(query, key)
-    _check_options(is_causal, eps, feature_map, query.shape[-2], key.shape[-2])
     phi_q, phi_k = _features(feature_map, query), _features(feature_map, key)
     kernel = phi_q @ phi_k.transpose(-2, -1)  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
     if is_causal:
@@ -118,15 +98,13 @@ def linear_attention_weights(query: torch.Tensor, key: torch.Tensor, *, is_causa
     return kernel / (kernel.sum(dim=-1, keepdim=True) + eps)
 
 
+@checked(check_weight_bound_args)
 def max_weight_bound(key: torch.Tensor, *, feature_map: Callable = elu_feature_map) -> torch.Tensor:
     """The most weight any query can give each key, key (..., Lk, Dk) -> (..., Lk), for a positive ``feature_map``.
 
     With u = φ(q) > 0 and a_j = φ(k_j) > 0: u·a_j' >= min_d(a_j'd / a_jd) u·a_j, so key j's weight (eps = 0) is
     at most 1 / (1 + Σ_{j' ≠ j} min_d a_j'd / a_jd), whatever the query.
     """
-    require_float_tensor("key", key, 2, "(..., Lk, Dk)")
-    if not callable(feature_map):
-        raise TypeError(f"expected feature_map to be a function of a tensor, got {type(feature_map).__name__}")
     a = _features(feature_map, key)  # (..., Lk, Dk)
     if not (a > 0).all():
         raise ValueError("expected a feature map with positive values (the bound needs φ > 0), got values <= 0")

@@ -11,35 +11,25 @@ import torch
 from torch import nn
 
 from attnlib._checks import (
-    check_mask_args,
+    check_merge_heads,
+    check_multihead_config,
+    check_multihead_inputs,
     check_split_heads,
-    require_features,
-    require_positive_int,
-    require_rank,
-    require_tensor,
+    checked,
 )
-from attnlib.attention import _attention
+from attnlib.attention import scaled_dot_product_attention
 
 
+@checked(check_split_heads)
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """(B, L, D) -> (B, H, L, D/H): each head gets its own slice of the features."""
-    check_split_heads(x, num_heads)
-    return _split_heads(x, num_heads)
-
-
-def _split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     b, length, d = x.shape
     return x.reshape(b, length, num_heads, d // num_heads).transpose(1, 2)  # (B, L, H, Dk) -> (B, H, L, Dk)
 
 
+@checked(check_merge_heads)
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, L, Dk) -> (B, L, H*Dk): concatenate the heads' outputs feature-wise."""
-    require_tensor("x", x)
-    require_rank("x", x, 4, "(B, H, L, Dk)", max_rank=4)
-    return _merge_heads(x)
-
-
-def _merge_heads(x: torch.Tensor) -> torch.Tensor:
     b, h, length, dk = x.shape
     return x.transpose(1, 2).reshape(b, length, h * dk)  # (B, H, L, Dk) -> (B, L, H, Dk) -> (B, L, D)
 
@@ -57,21 +47,9 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True,
                  kdim: int | None = None, vdim: int | None = None, num_kv_heads: int | None = None) -> None:
         super().__init__()
-        require_positive_int("embed_dim", embed_dim)
-        require_positive_int("num_heads", num_heads)
-        if embed_dim % num_heads:
-            raise ValueError(f"expected embed_dim divisible by num_heads, got embed_dim={embed_dim}, "
-                             f"num_heads={num_heads}")
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        require_positive_int("num_kv_heads", num_kv_heads)
-        if num_heads % num_kv_heads:
-            raise ValueError(f"expected num_heads divisible by num_kv_heads, got num_heads={num_heads}, "
-                             f"num_kv_heads={num_kv_heads}")
-        self.num_kv_heads = num_kv_heads
-        kv_dim = num_kv_heads * (embed_dim // num_heads)  # Hkv heads of D/H features
-        for name, width in (("kdim", kdim), ("vdim", vdim)):
-            if width is not None:
-                require_positive_int(name, width)
+        check_multihead_config(embed_dim, num_heads, kdim, vdim, num_kv_heads)
+        self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        kv_dim = self.num_kv_heads * (embed_dim // num_heads)  # Hkv heads of D/H features
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim
@@ -79,16 +57,6 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(self.kdim, kv_dim, bias=bias)
         self.v_proj = nn.Linear(self.vdim, kv_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-
-    def _check(self, query, key, value, attn_mask, is_causal) -> None:
-        widths = (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim))
-        for name, t, width in widths:
-            require_features(name, t, width, "the module's weights", self.out_proj.weight)
-        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
-            raise ValueError(f"expected query (B, Lq, ...), key and value (B, Lk, ...) with matching B "
-                             f"and Lk, got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
-        batch = (query.shape[0], self.num_heads)  # the weights' leading dims (B, H)
-        check_mask_args(attn_mask, is_causal, query.shape[1], key.shape[1], (batch,), query.device)
 
     def forward(self, query: torch.Tensor, key: torch.Tensor | None = None,
                 value: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None, *,
@@ -100,13 +68,14 @@ class MultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         value = key if value is None else value
-        self._check(query, key, value, attn_mask, is_causal)
-        q = _split_heads(self.q_proj(query), self.num_heads)  # (B, H, Lq, Dk)
-        k = _split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, Lk, Dk)
-        v = _split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, Lk, Dk)
-        groups = self.num_heads // self.num_kv_heads
-        heads, weights = _attention(q, k, v, attn_mask, 0.0, is_causal, None, groups, need_weights)
-        return self.out_proj(_merge_heads(heads)), weights
+        check_multihead_inputs(self, query, key, value, attn_mask, is_causal)
+        q = split_heads.unchecked(self.q_proj(query), num_heads=self.num_heads)  # (B, H, Lq, Dk)
+        k = split_heads.unchecked(self.k_proj(key), num_heads=self.num_kv_heads)  # (B, Hkv, Lk, Dk)
+        v = split_heads.unchecked(self.v_proj(value), num_heads=self.num_kv_heads)  # (B, Hkv, Lk, Dk)
+        heads, weights = scaled_dot_product_attention.unchecked(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=self.num_kv_heads < self.num_heads,
+            need_weights=need_weights)  # (B, H, Lq, Dk), (B, H, Lq, Lk)
+        return self.out_proj(merge_heads.unchecked(heads)), weights
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -24,6 +24,8 @@ from numbers import Real
 import torch
 
 from attnlib._checks import (
+    check_scale_args,
+    checked,
     require_bool,
     require_float,
     require_key_width,
@@ -34,11 +36,9 @@ from attnlib._checks import (
 )
 
 
+@checked(check_scale_args)
 def scale_scores(scores: torch.Tensor, d_k: int) -> torch.Tensor:
     """Scores (..., Lq, Lk) divided by √Dk."""
-    require_tensor("scores", scores)
-    require_float("scores", scores)
-    require_positive_int("d_k", d_k)
     return scores / math.sqrt(d_k)
 
 

@@ -9,27 +9,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlib._checks import check_projection_args, check_scores_args, require_positive_int
+from attnlib._checks import check_projection_args, check_scores_args, checked, require_positive_ints
 
 
+@checked(check_projection_args)
 def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ weight + bias``: (..., L, D) @ (D, Dk) -> (..., L, Dk); bias is (Dk,)."""
-    check_projection_args(x, weight, bias)
-    return _project(x, weight, bias)
-
-
-def _project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     out = x @ weight  # (..., L, D) @ (D, Dk) -> (..., L, Dk)
     return out if bias is None else out + bias
 
 
+@checked(check_scores_args)
 def dot_product_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """All query-key dot products at once, ``Q Kᵀ``: (..., Lq, Dk), (..., Lk, Dk) -> (..., Lq, Lk)."""
-    check_scores_args(query, key)
-    return _dot_product_scores(query, key)
-
-
-def _dot_product_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return query @ key.transpose(-2, -1)  # (..., Lq, Dk) @ (..., Dk, Lk) -> (..., Lq, Lk)
 
 
@@ -39,8 +31,7 @@ class QKVProjection(nn.Module):
     def __init__(self, d_model: int, d_k: int, d_v: int | None = None, bias: bool = False) -> None:
         super().__init__()
         d_v = d_k if d_v is None else d_v
-        for name, value in (("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
-            require_positive_int(name, value)
+        require_positive_ints(d_model=d_model, d_k=d_k, d_v=d_v)
         self.w_q = nn.Parameter(torch.empty(d_model, d_k))
         self.w_k = nn.Parameter(torch.empty(d_model, d_k))
         self.w_v = nn.Parameter(torch.empty(d_model, d_v))
@@ -59,5 +50,5 @@ class QKVProjection(nn.Module):
         """(..., L, D) -> Q (..., L, Dk), K (..., L, Dk), V (..., L, Dv)."""
         # W_K and W_V share W_Q's D, dtype and device: checking x against W_Q checks it against all three
         check_projection_args(x, self.w_q, self.b_q, weight_name="the module's weights")
-        return (_project(x, self.w_q, self.b_q), _project(x, self.w_k, self.b_k),
-                _project(x, self.w_v, self.b_v))
+        return (project.unchecked(x, self.w_q, bias=self.b_q), project.unchecked(x, self.w_k, bias=self.b_k),
+                project.unchecked(x, self.w_v, bias=self.b_v))

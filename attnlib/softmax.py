@@ -9,19 +9,16 @@ from __future__ import annotations
 import torch
 
 from attnlib._checks import (
-    check_dim,
-    check_lengths,
-    check_mask_args,
-    check_mask_shape_args,
-    lengths_type_error,
-    require_float,
-    require_float_tensor,
-    require_positive,
-    require_positive_int,
-    require_tensor,
+    check_apply_mask_args,
+    check_causal_mask_args,
+    check_entropy_args,
+    check_padding_mask_args,
+    check_softmax_args,
+    checked,
 )
 
 
+@checked(check_softmax_args)
 def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.Tensor:
     """Numerically stable softmax of ``x / temperature`` along ``dim``; shape and dtype kept.
 
@@ -29,10 +26,6 @@ def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.T
     ``exp``. A row that is entirely ``-inf`` (every key masked) becomes all zeros instead of NaN.
     Half-precision inputs are computed in float32.
     """
-    require_tensor("x", x)
-    require_float("x", x)
-    require_positive("temperature", temperature)
-    dim = check_dim("x", x, dim)
     work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     if temperature != 1.0:
         work = work / temperature
@@ -54,19 +47,18 @@ def _explicit_softmax(work: torch.Tensor, dim: int, row_max: torch.Tensor) -> to
     return exps / torch.where(total > 0, total, torch.ones_like(total))
 
 
+@checked(check_entropy_args)
 def attention_entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Shannon entropy in nats of each row of weights (..., Lq, Lk) -> (..., Lq): −Σ_j p_j log p_j.
 
     0 for a one-hot row (the softmax collapsed onto one key), log Lk for uniform weights; 0 · log 0 = 0.
     A fully masked (all-zero) row has entropy 0.
     """
-    require_tensor("weights", weights)
-    require_float("weights", weights)
-    dim = check_dim("weights", weights, dim)
     logs = torch.log(torch.where(weights > 0, weights, torch.ones_like(weights)))  # log 1 = 0 where p = 0
     return -(weights * logs).sum(dim=dim)
 
 
+@checked(check_causal_mask_args)
 def causal_mask(lq: int, lk: int | None = None, device=None, align: str = "upper_left") -> torch.Tensor:
     """Boolean (Lq, Lk) mask, True on and below the diagonal: query i may attend keys 0..i.
 
@@ -75,43 +67,30 @@ def causal_mask(lq: int, lk: int | None = None, device=None, align: str = "upper
     decoding with a KV cache): it may attend keys 0..Lk - Lq + i. The two agree when Lq == Lk.
     """
     lk = lq if lk is None else lk
-    check_mask_shape_args(lq, lk, align)
-    if device is not None and not isinstance(device, (str, torch.device)):
-        raise TypeError(f"expected device to be None, a str or a torch.device, got {type(device).__name__}")
     offset = lk - lq if align == "lower_right" else 0
     return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal=offset)
 
 
+@checked(check_padding_mask_args)
 def padding_mask(lengths, length: int) -> torch.Tensor:
     """Boolean (B, 1, 1, L) mask, True for the first ``lengths[b]`` keys of sequence b.
 
     ``lengths`` is a sequence or 1-D integer tensor of B true lengths, each in [0, L].
     """
-    require_positive_int("L", length)
-    try:
-        lengths = torch.as_tensor(lengths)
-    except (RuntimeError, TypeError, ValueError):
-        raise lengths_type_error(type(lengths).__name__) from None
-    check_lengths(lengths, length)
+    lengths = torch.as_tensor(lengths)
     positions = torch.arange(length, device=lengths.device)
     return (positions[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, L)
 
 
+@checked(check_apply_mask_args)
 def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
                is_causal: bool = False) -> torch.Tensor:
     """Scores (..., Lq, Lk) with a mask applied: ``-inf`` where a bool mask is False, float masks added.
 
     ``is_causal=True`` applies ``causal_mask(Lq, Lk)``; it cannot be combined with ``attn_mask``.
     """
-    require_float_tensor("scores", scores, 2, "(..., Lq, Lk)")
-    lq, lk = scores.shape[-2:]
-    check_mask_args(attn_mask, is_causal, lq, lk, (scores.shape[:-2],), scores.device)
-    return _apply_mask(scores, attn_mask, is_causal)
-
-
-def _apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
     if is_causal:
-        attn_mask = causal_mask(*scores.shape[-2:], device=scores.device)
+        attn_mask = causal_mask.unchecked(*scores.shape[-2:], device=scores.device)
     if attn_mask is None:
         return scores
     if attn_mask.dtype == torch.bool:

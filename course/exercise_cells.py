@@ -1,12 +1,20 @@
-"""The chapters' exercises, read from the nbgrader metadata and markers CONTRIBUTING.md prescribes."""
+"""The chapters' exercises, read from the nbgrader metadata and markers CONTRIBUTING.md prescribes.
+
+The one reader of nbgrader's marker lines is ``marked_lines``; the course's checks and the website's
+editions (``attnsite.nbgrader_site``) both read cell sources through it.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+SOLUTION, HIDDEN = "solution", "hidden"  # the two kinds of region the markers delimit
+MARKERS = {BEGIN_SOLUTION: (SOLUTION, True), END_SOLUTION: (SOLUTION, False),
+           BEGIN_HIDDEN: (HIDDEN, True), END_HIDDEN: (HIDDEN, False)}  # marker line -> (region, opens it?)
 GRADE_ID = re.compile(r"^(?P<notebook>.+)-ex(?P<k>\d+)-(?P<part>solution|tests|answer|code)$")
 HEADING = re.compile(r"^### Exercise (?P<n>\d+)\.(?P<k>\d+): .+ \((?P<points>\d+(?:\.\d+)?) points?\)\s*$", re.M)
 ROLES = {  # (cell type, grade, solution, locked) -> grade_id part
@@ -38,30 +46,34 @@ def exercise_name(grade_id: str) -> str:
     return f"ex{match['k']}" if match else grade_id
 
 
+def marked_lines(source: str) -> Iterator[tuple[str, str | None, str | None]]:
+    """Each line of a cell source as ``(line, region, marker)``.
+
+    ``marker`` is the marker a marker line is (``BEGIN_SOLUTION`` ...), else None; ``region`` is the region
+    (``SOLUTION`` or ``HIDDEN``) a line sits strictly inside, or a marker line opens or closes, else None.
+    """
+    inside = None
+    for line in source.splitlines():
+        marker = line.strip() if line.strip() in MARKERS else None
+        if marker is None:
+            yield line, inside, None
+            continue
+        region, opens = MARKERS[marker]
+        inside = region if opens else None
+        yield line, region, marker
+
+
 def regions(source: str, begin: str, end: str) -> list[str]:
     """The lines strictly between each ``begin`` and ``end`` marker line of a cell source."""
-    lines, inside = [], False
-    for line in source.splitlines():
-        if line.strip() == begin:
-            inside = True
-        elif line.strip() == end:
-            inside = False
-        elif inside:
-            lines.append(line)
-    return lines
+    region = MARKERS[begin][0]
+    if MARKERS[end] != (region, False):
+        raise ValueError(f"expected the end marker of {begin!r}, got {end!r}")
+    return [line for line, inside, marker in marked_lines(source) if marker is None and inside == region]
 
 
 def visible_source(source: str) -> str:
     """A test cell's source as the student release has it: hidden-test regions gone, markers included."""
-    kept, hidden = [], False
-    for line in source.splitlines():
-        if line.strip() == BEGIN_HIDDEN:
-            hidden = True
-        elif line.strip() == END_HIDDEN:
-            hidden = False
-        elif not hidden:
-            kept.append(line)
-    return "\n".join(kept)
+    return "\n".join(line for line, region, _ in marked_lines(source) if region != HIDDEN)
 
 
 def solution_lines(cell) -> list[str]:

@@ -2,10 +2,12 @@
 
 From it come the launch buttons (Jupyter Book reads it), the published website's address (GitHub Pages:
 ``https://github.com/<owner>/<name>`` is published at ``https://<owner>.github.io/<name>/``; an
-``html: baseurl:`` in ``_config.yml`` names another host), and the copies of the URL that a reader runs:
-the install line in every chapter's setup cell, the instructors' ``git clone`` and CONTRIBUTING's setup
-cell. ``python -m course publish`` (``make student``) stamps the URL into those copies (:func:`stamp`);
-``tests/course/test_release.py`` checks that they agree with ``_config.yml``.
+``html: baseurl:`` in ``_config.yml`` names another host), and the copies of the URL that a reader runs,
+which must sit in the files themselves (a notebook on Colab has no ``_config.yml``): every chapter's setup
+cell, whose whole text is :func:`setup_source` of the URL (its one home; CONTRIBUTING.md points here
+instead of copying it), and the instructors' ``git clone``. ``python -m course publish`` (``make student``)
+writes them from ``_config.yml`` (:func:`stamp`); the tests check that every chapter's setup cell is
+:func:`setup_source` and every copy of the URL is ``_config.yml``'s.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ CONFIG = ROOT / "_config.yml"
 GITHUB = re.compile(r"^https://github\.com/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)(?:\.git)?/?$")
 # a copy of the repository URL: in the install line (``@ git+URL``) or a clone command (``git clone URL``)
 COPY = re.compile(r"(?P<lead>git\+|git clone )(?P<url>https://[^\s\"'@\\]+)")
-STAMPED_FILES = ("book/instructors.md", "CONTRIBUTING.md")  # besides the book's notebooks
+STAMPED_FILES = ("book/instructors.md",)  # besides the book's notebooks, whose setup cells stamp writes whole
+SETUP_TAG = "remove-cell"  # the setup cell is hidden on the website
+SETUP_COMMENT = ("# Setup for Colab and other fresh environments: installs attnlib when it is missing, "
+                 "else does nothing.")
 
 
 def config(path: Path = CONFIG) -> dict:
@@ -65,20 +70,45 @@ def stamped(text: str, url: str) -> str:
     return COPY.sub(lambda m: m["lead"] + url, text)
 
 
+def setup_source(url: str) -> str:
+    """The setup cell every chapter starts with: installs attnlib from the repository at ``url`` (with the extras
+    the chapters import) where it is missing, on Colab or any fresh environment, and does nothing elsewhere."""
+    return (f"{SETUP_COMMENT}\n"
+            "import importlib.util\n"
+            "import subprocess\n"
+            "import sys\n"
+            "\n"
+            'if importlib.util.find_spec("attnlib") is None:\n'
+            '    subprocess.run([sys.executable, "-m", "pip", "install", "-q",\n'
+            f'                    "attnlib[views,models] @ git+{url}"],\n'
+            "                   check=True)")
+
+
+def setup_cell(nb):
+    """The notebook's setup cell: its first code cell, tagged ``SETUP_TAG``, empty (a new chapter's, which
+    :func:`stamp` fills) or starting with ``SETUP_COMMENT``; an error when the first code cell is anything else."""
+    cell = next((c for c in nb.cells if c.cell_type == "code"), None)
+    if cell is None or SETUP_TAG not in cell.metadata.get("tags", []) or not (
+            not cell.source.strip() or cell.source.startswith(SETUP_COMMENT)):
+        got = "no code cell" if cell is None else f"{cell.source[:80]!r} with tags {cell.metadata.get('tags', [])}"
+        raise ValueError(f"expected the first code cell to be the setup cell (tag {SETUP_TAG!r}, empty or starting "
+                         f"with {SETUP_COMMENT!r}), got {got}")
+    return cell
+
+
 def _stamp_notebook(path: Path, url: str) -> bool:
     nb = nbformat.read(path, as_version=4)
-    changed = False
-    for cell in nb.cells:
-        new = stamped(cell.source, url)
-        changed |= new != cell.source
-        cell.source = new
-    if changed:
-        nbformat.write(nb, path)
-    return changed
+    cell = setup_cell(nb)
+    if cell.source == setup_source(url):
+        return False
+    cell.source = setup_source(url)
+    nbformat.write(nb, path)
+    return True
 
 
 def stamp(root: Path = ROOT) -> list[Path]:
-    """Write ``_config.yml``'s repository URL into every copy of it; the files that changed."""
+    """Write every chapter's setup cell (:func:`setup_source`) and the copies of the URL in ``STAMPED_FILES``
+    from ``_config.yml``'s repository URL; the files that changed."""
     url = repository_url(Path(root) / "_config.yml")
     changed = [p for p in sorted((Path(root) / "book").glob("*.ipynb")) if _stamp_notebook(p, url)]
     for name in STAMPED_FILES:

@@ -10,7 +10,7 @@ nbgrader's autograde runs a submission, each of them and the reference solution 
 and followed by the exercise's visible test (as released to students) and its full test (hidden tests
 included); nbgrader's own ``determine_grade`` scores each test run.
 
-The kernel is the one strict nbval has just run the chapter in: ``book/conftest.py`` adds an item
+The kernel is the one strict nbval has just run the chapter in: the root ``conftest.py`` adds an item
 ``<chapter>.ipynb::recorded answers`` after a chapter's last cell, so grading the answers costs no chapter
 execution of its own (``grade`` takes any ``execute(source) -> outputs`` function).
 """

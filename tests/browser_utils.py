@@ -15,7 +15,6 @@ import json
 import mimetypes
 import os
 import shutil
-import sys
 import tempfile
 import time
 from contextlib import AbstractContextManager, contextmanager
@@ -26,9 +25,9 @@ from urllib.parse import urlparse, urlsplit
 
 import pytest
 
+from attnsite import print_book  # the print edition's loopback server
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "book" / "_ext"))
-import print_book  # noqa: E402 - the print edition's loopback server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -88,7 +87,7 @@ class _Handler(SimpleHTTPRequestHandler):
 
 def serve(directory: Path) -> AbstractContextManager[str]:
     """Serve ``directory`` on 127.0.0.1 (a free port) in a thread, compressing as above (the print
-    edition's server, book/_ext/print_book.py, with this handler); yields the base URL ending in '/'."""
+    edition's server, attnsite/print_book.py, with this handler); yields the base URL ending in '/'."""
     return print_book.serve(directory, _Handler)
 
 

@@ -7,7 +7,7 @@ The site shows the outputs stored in ``book/*.ipynb`` and ``make test`` compares
     make execute NB="book/03_softmax.ipynb book/04_weighted_sums.ipynb"
 
 Each notebook runs in a fresh kernel from its own folder with the environment nbval gives the kernels
-(tools/testsettings.py's ``ONE_THREAD``, as book/conftest.py gives them), so the stored last digits are the ones
+(tools/testsettings.py's ``ONE_THREAD``, as the root conftest.py gives them), so the stored last digits are the ones
 nbval computes.
 """
 

@@ -5,7 +5,7 @@
 2. At once: the book build (``jupyter-book build -W``; it executes nothing, the site shows the committed
    outputs) and pytest over attnlib's tests and the chapters (``--parts unit,notebooks``): every chapter
    under strict nbval, each executed once (its recorded exercise answers graded in the same kernel:
-   book/conftest.py), and the chapters' float32 runs, spread over the cores by pytest-xdist
+   the root conftest.py), and the chapters' float32 runs, spread over the cores by pytest-xdist
    (tools/pytest_scheduler.py says how).
 3. As soon as the site is built, beside step 2: the browser tests (the site in headless Chromium; BertViz
    views; JupyterLab; the print edition) and the course tests (``--parts browser,course``). On their own

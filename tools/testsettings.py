@@ -1,6 +1,6 @@
 """The test settings, in one place: the tiers, strict nbval's flags, the one-thread environment, the parts of
 the timing summary and how the tests share the workers. Standard library only: the Makefile, tools/testrun.py,
-tools/execute.py, tools/pytest_scheduler.py and book/conftest.py read it.
+tools/execute.py, tools/pytest_scheduler.py and the root conftest.py read it.
 
 From the shell (the Makefile): ``python tools/testsettings.py nbval`` prints strict nbval's flags,
 ``... one-thread`` the environment as ``NAME=value`` words, ``... changed-chapters`` the chapters ``make check``
@@ -18,11 +18,11 @@ REPO = Path(__file__).resolve().parents[1]
 # The tiers, by what their tests exercise (each folder's __init__.py says more).
 TIERS = {
     "lib": "tests/lib",  # attnlib: maths, views, widgets, plots, models, interpret; fast but for the `slow` ones
-    "book": "tests/book",  # the chapters: their float32 runs and the strict-nbval policy (book/conftest.py)
+    "book": "tests/book",  # the chapters: their float32 runs and the strict-nbval policy (the root conftest.py)
     "site": "tests/site",  # the built site in headless Chromium: pages, accessibility, the print edition
     "course": "tests/course",  # nbgrader: releases, grading, the students' environment and JupyterLab
 }
-CHAPTERS = "book"  # every notebook here runs under strict nbval (NBVAL); book/conftest.py holds its policy
+CHAPTERS = "book"  # every notebook here runs under strict nbval (NBVAL); the root conftest.py holds its policy
 
 NBVAL = ("--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/book/nbval_sanitize.cfg")
 

@@ -6,13 +6,15 @@ names:
 
 * ``stack_layers`` and ``check_tokens``: the views' input, checked once, as one float64 CPU tensor;
 * ``script_json``: the one JSON writer for data put inside a ``<script>`` (also used by the website's
-  build, ``book/_ext``);
+  build, ``attnsite``);
 * ``escape_text``: tokens as HTML text;
 * ``javascript``: our JavaScript, shipped as ``.js`` files in ``attnlib/views/js/`` (package data,
   read with ``importlib.resources``, syntax-checked by the tests), and the two libraries BertViz
   draws with, d3 5.7.0 and jQuery 2.2.4, shipped in ``js/vendor/`` with their licences (copies of
   the npm files that ``package.json`` pins; a test checks they are identical), so a view works
-  offline in JupyterLab with nothing but ``pip install``;
+  offline in JupyterLab with nothing but ``pip install``; the ``<script>`` that inlines them carries
+  ``VENDORED_ATTRIBUTE`` naming them, so a website that serves the same files can swap the element for
+  links to its copies (``attnsite.vendor_assets`` does);
 * ``replace_once`` and the patterns of BertViz's require.js calls that every view removes;
 * ``want_libraries`` and ``view_id``: the kernel-wide state (libraries inlined once, unique ids).
 """
@@ -32,6 +34,7 @@ import numpy as np
 import torch
 
 GLOBAL = "attnlibBertviz"  # window property holding the private {$, d3} once the libraries ran (see runner.js)
+VENDORED_ATTRIBUTE = "data-vendored"  # on the <script> that inlines the libraries; its value names them
 # library name -> file under js/vendor/ (copied from node_modules; the licence notices beside them)
 LIBRARY_FILES = {"d3": "vendor/d3.min.js", "jquery": "vendor/jquery.min.js"}
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -172,34 +175,13 @@ def libraries_script() -> str:
     The page's own ``window.d3``, ``$`` and ``jQuery`` (if any) are restored afterwards.
     """
     d3_js, jquery_js = global_script("d3"), global_script("jquery")  # checked: safe inline
-    return (f'<script data-vendored="d3 jquery">\n(function () {{\n'
+    return (f'<script {VENDORED_ATTRIBUTE}="{" ".join(LIBRARY_FILES)}">\n(function () {{\n'
             f'if (window.{GLOBAL}) {{ return; }}\n'
             f'var hadD3 = "d3" in window, pageD3 = window.d3;\n'
             f'{d3_js}\n{jquery_js}\n'
             f'var libs = {{ d3: window.d3, $: window.jQuery.noConflict(true) }};\n'
             f'if (hadD3) {{ window.d3 = pageD3; }} else {{ delete window.d3; }}\n'
             f'window.{GLOBAL} = libs;\n}})();\n</script>\n')
-
-
-def libraries_loader(d3_url: str, jquery_url: str) -> str:
-    """What ``libraries_script()`` does, with d3 and jQuery loaded from URLs instead of inlined.
-
-    For a website that already serves the same files (``book/_ext/vendor_assets.py`` swaps the inline
-    copy for this): ``define`` is hidden while the two bundles run, so they set their globals even
-    with require.js on the page, and the page's own ``d3``, ``$`` and ``jQuery`` are restored.
-    """
-    for url in (d3_url, jquery_url):
-        if not isinstance(url, str) or re.search(r'[\s"<>&\']', url) or not url.endswith(".js"):
-            raise ValueError(f"expected a plain relative URL to a .js file, got {url!r}")
-    before = (f'if (!window.{GLOBAL}) {{ window.attnlibLoading = {{ had: "d3" in window, d3: window.d3, '
-              f'define: window.define }}; window.define = undefined; }}')
-    after = (f'(function () {{\nvar s = window.attnlibLoading;\nif (!s) {{ return; }}\n'
-             f'window.define = s.define; delete window.attnlibLoading;\n'
-             f'var libs = {{ d3: window.d3, $: window.jQuery.noConflict(true) }};\n'
-             f'if (s.had) {{ window.d3 = s.d3; }} else {{ delete window.d3; }}\n'
-             f'window.{GLOBAL} = libs;\n}})();')
-    return (f'<script data-vendored="d3 jquery">{before}</script>\n<script src="{d3_url}"></script>\n'
-            f'<script src="{jquery_url}"></script>\n<script>\n{after}\n</script>\n')
 
 
 def runner(root_id: str, kind: str) -> str:

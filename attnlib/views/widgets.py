@@ -25,7 +25,7 @@ from numbers import Number
 
 import ipywidgets as widgets
 
-from attnlib.views.plots import figure_to_html
+from attnlib.views.images import figure_to_html
 
 MAX_STATES = 64
 EXPLORER_CLASS = "attnlib-explorer"  # the explorer's VBox; a11y.js finds explorers by it

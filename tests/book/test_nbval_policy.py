@@ -1,6 +1,6 @@
-"""book/conftest.py: strict nbval compares every output the site shows, since the site is built from them.
+"""The root conftest.py: strict nbval compares every output the site shows, since the site is built from them.
 
-Runs pytest's strict nbval, as ``make test`` does, on a small notebook beside a copy of ``book/conftest.py``:
+Runs pytest's strict nbval, as ``make test`` does, on a small notebook beside a copy of the root ``conftest.py``:
 a shown cell tagged ``nbval-ignore-output`` whose stored output is stale fails, as do a shown cell tagged
 ``nbval-skip`` and a shown cell stored unexecuted; the same cells pass when the site hides their output.
 """
@@ -41,7 +41,7 @@ CELLS = {  # name: (cell, its outcome under the policy)
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("policy")
-    shutil.copy(ROOT / "book" / "conftest.py", folder / "conftest.py")
+    shutil.copy(ROOT / "conftest.py", folder / "conftest.py")
     nb = nbformat.v4.new_notebook(cells=[cell for cell, _ in CELLS.values()])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, folder / "policy.ipynb")

@@ -5,7 +5,7 @@ What each group executes (the rest reads files):
 * format, markup, leak and edition checks: no kernel. ``release`` runs nbgrader ``generate_assignment``
   on every chapter once (no execution) into a throw-away course directory.
 * recorded answers (``course/answers/<stem>.py``: wrong, shortcut, alternative): graded by
-  ``book/<stem>.ipynb::recorded answers`` (course/variants.py, added by book/conftest.py) in the kernel
+  ``book/<stem>.ipynb::recorded answers`` (course/variants.py, added by the root conftest.py) in the kernel
   strict nbval has just run the chapter in, no execution of its own: each answer and the reference, each
   followed by the exercise's visible test (as released) and its full test, scored by nbgrader's own
   ``determine_grade``: the guarantee one nbgrader autograde per variant would give (same cells, same
@@ -40,27 +40,27 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # the course package lives beside attnlib, not inside it
-
-from course import variants  # noqa: E402
-from course.__main__ import main as course_main  # noqa: E402
-from course.checks import count_problems, notebook_problems  # noqa: E402
-from course.exercise_cells import (  # noqa: E402
+from attnsite import nbgrader_site
+from course import site, variants
+from course.__main__ import main as course_main
+from course.checks import count_problems, notebook_problems
+from course.exercise_cells import (
     BEGIN_HIDDEN,
     BEGIN_SOLUTION,
     END_HIDDEN,
     END_SOLUTION,
     autograded_points,
     hidden_test_lines,
+    marked_lines,
     nbgrader,
     solution_lines,
 )
-from course.grades import gradebook  # noqa: E402
-from course.markup import Bibliography, equation_numbers, student_notebook  # noqa: E402
-from course.nbgrader_course import GRADER_NOTES_TAG, assignments, course_lock, scan  # noqa: E402
-from course.publish import RELEASE_DIR  # noqa: E402
+from course.grades import gradebook
+from course.markup import Bibliography, equation_numbers, student_notebook
+from course.nbgrader_course import GRADER_NOTES_TAG, assignments, course_lock, scan
+from course.publish import RELEASE_DIR
 
+ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 ANSWERS = ROOT / "course" / "answers"
 HTML = Path(os.environ.get("ATTNLIB_SITE_HTML", ROOT / "_build" / "html"))  # as in test_site.py
@@ -78,14 +78,6 @@ def read(path: Path):
 def course(*args, book: Path = BOOK) -> int:
     """``python -m course --book <book> ...`` in this process (the Makefile runs the same ``main``)."""
     return course_main(["--book", str(book), *map(str, args)])
-
-
-def load_extension():
-    """book/_ext/nbgrader_site.py, imported by path as Sphinx does through local_extensions."""
-    spec = importlib.util.spec_from_file_location("nbgrader_site", ROOT / "book" / "_ext" / "nbgrader_site.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # --- the chapters follow CONTRIBUTING.md's exercise format ----------------------------------------
@@ -116,10 +108,10 @@ def test_format_check_finds_deviations():
     assert any("passed(" in p and "'x = 1'" in p for p in problems)
 
 
-# --- the website's two editions (book/_ext/nbgrader_site.py) --------------------------------------
+# --- the website's two editions (attnsite/nbgrader_site.py) --------------------------------------
 
 def test_editions_rewrite_exercise_code():
-    strip = load_extension().strip_nbgrader_markers
+    strip = nbgrader_site.strip_nbgrader_markers
     source = "def f(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n"
     assert strip(source, "student") == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()"
     assert strip(source, "instructor") == "def f(x):\n    return 2 * x"
@@ -128,12 +120,15 @@ def test_editions_rewrite_exercise_code():
     assert "assert f(3) == 6" in strip(tests, "instructor") and "###" not in strip(tests, "instructor")
 
 
-def test_extension_and_course_agree_on_the_markers():
-    # the Sphinx extension cannot import course/ (Sphinx loads it by path); its copy of the markers must match
-    extension = load_extension()
-    assert extension.SOLUTION_MARKERS == (BEGIN_SOLUTION, END_SOLUTION)
-    assert (extension.HIDDEN_BEGIN, extension.HIDDEN_END) == (BEGIN_HIDDEN, END_HIDDEN)
-    assert extension.RELEASE == RELEASE_DIR
+def test_marked_lines_name_each_line_s_region_and_marker():
+    """The one reader of the markers (the course's checks and the site's editions read sources through it)."""
+    source = f"a\n  {BEGIN_SOLUTION}\n  b\n  {END_SOLUTION}\n{BEGIN_HIDDEN}\nc\n{END_HIDDEN}\nd"
+    assert list(marked_lines(source)) == [
+        ("a", None, None), (f"  {BEGIN_SOLUTION}", "solution", BEGIN_SOLUTION), ("  b", "solution", None),
+        (f"  {END_SOLUTION}", "solution", END_SOLUTION), (BEGIN_HIDDEN, "hidden", BEGIN_HIDDEN),
+        ("c", "hidden", None), (END_HIDDEN, "hidden", END_HIDDEN), ("d", None, None)]
+    assert "\n".join(nbgrader_site.strip_nbgrader_markers(source, "instructor").split("\n")[1:3]) == \
+        "  b\n# Hidden tests: graded, left out of the student release"
 
 
 def split_lines(nb) -> tuple[set[str], set[str]]:
@@ -154,7 +149,7 @@ def withheld_lines(nb) -> set[str]:
 
 def edition_lines(path: Path, which: str) -> set[str]:
     """Every line of a chapter as the ``which`` edition of the site renders its cells' sources."""
-    extension = load_extension()
+    extension = nbgrader_site
     os.environ["ATTNLIB_EDITION"] = which
     try:
         nb = nbformat.reads(extension.student_markdown(path.read_text()) if which == "student"
@@ -277,7 +272,7 @@ def test_committed_student_notebooks_are_up_to_date(release):
 # --- fair grading: recorded answers (course/answers/<stem>.py, course/variants.py) -----------------------
 #
 # Each autograded chapter's recorded answers are graded by `book/<stem>.ipynb::recorded answers`, an item
-# book/conftest.py adds after the chapter's cells under strict nbval, in the kernel that ran the chapter
+# the root conftest.py adds after the chapter's cells under strict nbval, in the kernel that ran the chapter
 # (make test's notebooks part). Here: every such chapter has them, and that item really grades.
 
 AUTOGRADED = [p for p in CHAPTERS if autograded_points(read(p))]
@@ -301,7 +296,7 @@ def test_nbval_adds_recorded_answers_after_every_autograded_chapter():
 
 def _tiny_chapter_with_answers(folder: Path, wrong: str) -> Path:
     """A tiny autograded chapter whose exercise needs a name the chapter defines, executed and stored, with
-    book/conftest.py beside it and recorded answers in ``folder/answers``."""
+    the root conftest.py beside it and recorded answers in ``folder/answers``."""
     folder.mkdir(parents=True)
     stem = tiny_assignment(folder, 1, "scaled")
     path = folder / f"{stem}.ipynb"
@@ -311,7 +306,7 @@ def _tiny_chapter_with_answers(folder: Path, wrong: str) -> Path:
     solution.source = solution.source.replace("return 2 * x", "return FACTOR * x")
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
     nbformat.write(nb, path)
-    shutil.copy(BOOK / "conftest.py", folder / "conftest.py")
+    shutil.copy(ROOT / "conftest.py", folder / "conftest.py")
     (folder / "answers").mkdir()
     (folder / "answers" / f"{stem}.py").write_text("ANSWERS = " + repr({"ex1": {
         "wrong": wrong, "shortcut": None, "alternative": "def double(x):\n    return x * FACTOR"}}))
@@ -673,9 +668,30 @@ def test_scan_normalises_only_unambiguous_names(tmp_path):
 # --- the hidden setup cell that installs attnlib on Colab ---------------------------------------
 
 def setup_cell(stem: str):
-    cell = next(c for c in read(BOOK / f"{stem}.ipynb").cells if c.cell_type == "code")
-    assert "remove-cell" in cell.metadata.get("tags", []), f"{stem}: the first code cell must be the hidden setup cell"
-    return cell
+    return site.setup_cell(read(BOOK / f"{stem}.ipynb"))  # the first code cell, hidden, or an error
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_setup_cell_is_the_one_course_site_writes(stem):
+    """The cell's text has one home, course/site.py's setup_source; make student writes it into every chapter."""
+    assert setup_cell(stem).source == site.setup_source(REPOSITORY_URL), f"{stem}: run `make student`"
+
+
+def test_stamp_writes_the_setup_cell_into_a_new_chapter_and_refuses_other_first_cells(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "_config.yml").write_text("repository:\n  url: https://github.com/someone/fork\n")
+    for name in site.STAMPED_FILES:
+        shutil.copy(ROOT / name, tmp_path / name)
+    empty = nbformat.v4.new_code_cell("", metadata={"tags": ["remove-cell"]})
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 9. New"), empty]),
+                   tmp_path / "book" / "09_new.ipynb")
+    site.stamp(tmp_path)
+    assert read(tmp_path / "book" / "09_new.ipynb").cells[1].source == site.setup_source("https://github.com/someone/fork")
+    imports = nbformat.v4.new_code_cell("import torch", metadata={"tags": ["remove-cell"]})
+    nbformat.write(nbformat.v4.new_notebook(cells=[imports]), tmp_path / "book" / "10_other.ipynb")
+    with pytest.raises(ValueError, match="expected the first code cell to be the setup cell"):
+        site.stamp(tmp_path)
+    assert read(tmp_path / "book" / "10_other.ipynb").cells[0].source == "import torch"
 
 
 def run_setup_cell(stem: str, monkeypatch, attnlib_present: bool) -> list:

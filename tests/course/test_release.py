@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -31,13 +30,10 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
+from course import site
+from course.markup import CITE, EQ_REF, GLUE, LABELLED, glued_values
 from tests import browser_utils as bu
 from tools import pytest_scheduler
-
-sys.path.insert(0, str(bu.REPO))  # the course package lives beside attnlib, not inside it
-
-from course import site  # noqa: E402
-from course.markup import CITE, EQ_REF, GLUE, LABELLED, glued_values  # noqa: E402
 
 RELEASE = bu.REPO / "course" / "release"
 BOOK = bu.REPO / "book"

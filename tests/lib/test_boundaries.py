@@ -1,6 +1,6 @@
 """attnlib holds what chapters and students import: no build tooling, no subprocess, dependencies students need.
 
-The website's build (ONNX export, Sphinx extensions, npm) lives in ``book/_ext``; these tests keep it there.
+The website's build (ONNX export, Sphinx extensions, npm) lives in ``attnsite``; these tests keep it there.
 """
 
 from __future__ import annotations

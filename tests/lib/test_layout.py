@@ -14,7 +14,7 @@ NOT_LISTED = {".gitignore"}  # git's own file: nothing to say about it
 
 
 def layout_paths() -> list[str]:
-    """The backticked paths in the first column of the README's Layout table (``.ci/run``, ``book/_ext/``...)."""
+    """The backticked paths in the first column of the README's Layout table (``.ci/run``, ``attnsite/``...)."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]

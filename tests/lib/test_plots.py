@@ -17,7 +17,7 @@ import pytest
 import torch
 from PIL import Image
 
-from attnlib.views import plots
+from attnlib.views import alt_text, images, plots
 
 
 def _weights(h=2, lq=3, lk=4, seed=0):
@@ -73,7 +73,7 @@ def test_palette_png_is_smaller_and_keeps_the_picture():
     plots.heatmap(_weights(lq=5, lk=5)[0], ax=ax)
     full = io.BytesIO()
     fig.savefig(full, format="png", dpi=72, bbox_inches="tight")
-    compact = plots.palette_png(fig, colors=64)
+    compact = images.palette_png(fig, colors=64)
     assert len(compact) < len(full.getvalue())
     a = np.asarray(Image.open(io.BytesIO(compact)).convert("RGB"), dtype=float)
     b = np.asarray(Image.open(full).convert("RGB"), dtype=float)
@@ -131,11 +131,11 @@ def test_heatmap_has_a_colour_bar_and_centres_signed_scores_at_zero():
     image = ax.images[0]
     assert image.get_cmap().name == plots.DIVERGING
     assert image.norm.vmin == -2.0 and image.norm.vmax == 2.0  # symmetric: white is 0
-    bars = [a for a in ax.figure.axes if plots._is_colorbar(a)]
+    bars = [a for a in ax.figure.axes if alt_text.is_colorbar(a)]
     assert len(bars) == 1 and bars[0]._colorbar.mappable is image
     weights = plots.heatmap(np.array([[0.2, 0.8], [0.5, 0.5]]))
     assert weights.images[0].get_cmap().name == "viridis"
-    assert not any(plots._is_colorbar(a) for a in plots.heatmap(np.eye(2), colorbar=False).figure.axes)
+    assert not any(alt_text.is_colorbar(a) for a in plots.heatmap(np.eye(2), colorbar=False).figure.axes)
     plt.close("all")
 
 
@@ -148,7 +148,7 @@ def test_annotations_contrast_with_their_cells():
 
 def test_head_grid_shares_one_colour_bar():
     fig = plots.head_grid(_weights(h=3), ["a", "b", "c", "d"], query_tokens=["a", "b", "c"], ncols=2)
-    bars = [a for a in fig.axes if plots._is_colorbar(a)]
+    bars = [a for a in fig.axes if alt_text.is_colorbar(a)]
     assert len(bars) == 1 and bars[0].get_ylabel() == "weight"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # chapters call tight_layout again after changing labels
@@ -177,8 +177,8 @@ def test_figure_png_carries_its_description_and_scale():
     ax.plot([0, 1], [1, 0], label="down")
     png, meta = plots.figure_png(fig)
     text = plots.png_text(png)
-    assert text[plots.ALT_KEY] == meta["alt"] == plots.describe_figure(fig) and "down falls from 1 to 0" in meta["alt"]
-    assert text[plots.SCALE_KEY] == "2"
+    assert text[images.ALT_KEY] == meta["alt"] == plots.describe_figure(fig) and "down falls from 1 to 0" in meta["alt"]
+    assert text[images.SCALE_KEY] == "2"
     width, height = Image.open(io.BytesIO(png)).size
     assert (meta["width"], meta["height"]) == (-(-width // 2), -(-height // 2))
     assert meta["width"] == pytest.approx(3 * 72, abs=30)  # shown at 72 dpi, whatever the tight box trims
@@ -226,7 +226,20 @@ def test_small_charts_become_inline_svg_with_unique_ids():
     assert first == plots.figure_to_html(chart("one"))  # deterministic: same figure, same markup
     dense = plots.figure_to_html(_dense_figure())
     assert dense.startswith("<img") and "data:image/png;base64," in dense  # pixels are cheaper here
+    assert plots.figure_to_html(plots.heatmap(np.eye(3)).figure).startswith("<img")  # a heatmap is an image
     assert not plt.get_fignums()
+
+
+def test_figure_to_html_draws_only_the_format_it_keeps(monkeypatch):
+    drawn = []
+    for name in ("figure_png", "figure_svg"):
+        original = getattr(images, name)
+        monkeypatch.setattr(images, name, lambda *a, _f=original, _n=name, **k: drawn.append(_n) or _f(*a, **k))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1, 2], [1, 0, 1])
+    plots.figure_to_html(fig)
+    plots.figure_to_html(plots.heatmap(np.eye(2)).figure)
+    assert drawn == ["figure_svg", "figure_png"]
 
 
 def test_colour_images_say_which_rows_change_sharply():
@@ -354,7 +367,7 @@ def test_every_chapter_figure_has_a_true_description():
 def test_every_chapter_figure_has_one_colour_bar_per_heatmap_or_one_shared_beside_them():
     counted = 0
     for chapter, cell, png, _ in _chapter_images():
-        census = plots.png_text(png).get(plots.COLORBARS_KEY)
+        census = plots.png_text(png).get(images.COLORBARS_KEY)
         assert census, f"{chapter} cell {cell}: figure stored without its colour-bar census (re-execute it)"
         census = json.loads(census)
         assert census["colorbars"] <= census["heatmaps"], f"{chapter} cell {cell}: stray colour bars {census}"
@@ -367,32 +380,28 @@ def test_colour_bar_census_sees_a_bar_drawn_over_a_panel():
     fig, axes = plt.subplots(1, 2)
     for ax in axes:
         plots.heatmap(np.eye(3), ax=ax)  # a bar beside each panel
-    assert plots.colour_bars(fig) == {"heatmaps": 2, "colorbars": 2, "overlaps": []}
+    assert images.colour_bars(fig) == {"heatmaps": 2, "colorbars": 2, "overlaps": []}
     fig.colorbar(axes[0].images[0], ax=axes)  # ... and one more for both: three bars for two heatmaps
-    assert plots.colour_bars(fig)["colorbars"] == 3
+    assert images.colour_bars(fig)["colorbars"] == 3
     inset = fig.add_axes(axes[0].get_position().bounds)  # a bar placed right on top of a panel
     fig.colorbar(axes[0].images[0], cax=inset)
-    assert plots.colour_bars(fig)["overlaps"]
+    assert images.colour_bars(fig)["overlaps"]
     plt.close("all")
 
 
 def test_every_chapter_figure_writes_cell_numbers_legible_on_a_phone():
-    """Cell numbers are >= 9 CSS px at the figure's own size; book/_ext/a11y.py keeps a figure at that size on
+    """Cell numbers are >= 9 CSS px at the figure's own size; attnsite/a11y.py keeps a figure at that size on
     a 390 px phone (it scrolls in its box) whenever fitting it into the column would shrink them below 9 px."""
-    import importlib.util  # noqa: PLC0415
-
-    spec = importlib.util.spec_from_file_location("a11y", Path(__file__).resolve().parents[2] / "book/_ext/a11y.py")
-    a11y = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(a11y)
+    from attnsite import a11y  # noqa: PLC0415 - the site's build side, only this test needs it
 
     numbered = 0
     for chapter, cell, png, _ in _chapter_images():
         chunks = plots.png_text(png)
-        if plots.CELL_TEXT_KEY not in chunks:
+        if images.CELL_TEXT_KEY not in chunks:
             continue
-        px = float(chunks[plots.CELL_TEXT_KEY])
+        px = float(chunks[images.CELL_TEXT_KEY])
         assert px >= a11y.LEGIBLE_PX, f"{chapter} cell {cell}: cell numbers {px} CSS px"
-        width = -(-Image.open(io.BytesIO(png)).size[0] // int(chunks[plots.SCALE_KEY]))
+        width = -(-Image.open(io.BytesIO(png)).size[0] // int(chunks[images.SCALE_KEY]))
         shown = px * (1 if a11y.shrinks_illegibly(width, px) else min(1, a11y.PHONE_COLUMN / width))
         assert shown >= a11y.LEGIBLE_PX, f"{chapter} cell {cell}: {shown:.1f} CSS px on a phone"
         numbered += 1

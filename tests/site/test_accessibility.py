@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests import browser_utils as bu
-from tests.browser_utils import print_book  # book/_ext/print_book.py
+from tests.browser_utils import print_book  # attnsite/print_book.py
 
 pytestmark = pytest.mark.browser
 
@@ -138,7 +138,7 @@ def axe_results(browsers):
 run_axe = bu.run_axe
 
 
-# figures that book/_ext/a11y.py marks as keeping their size on a phone (their cell numbers would be < 9 px)
+# figures that attnsite/a11y.py marks as keeping their size on a phone (their cell numbers would be < 9 px)
 SHRUNK = """
 return Array.from(document.querySelectorAll('img.attnlib-wide-figure'))
   .filter(i => i.getBoundingClientRect().width + 1 < Number(i.getAttribute('width')))

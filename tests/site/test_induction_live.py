@@ -1,7 +1,8 @@
-"""Chapter 7's live induction head: the build's export (``book/_ext/live_induction.py``) and the page that runs it.
+"""Chapter 7's live induction head: the build's export (``attnsite/live_induction.py``) and the page that runs it.
 
 The export tests check that the weights the site serves are the chapter's trained model (its stored
-ablation losses come out again) and name the heads as the chapter does. The browser tests read the built
+ablation losses come out again), name the heads as the chapter does, and are retrained when any code the
+training imports changes. The browser tests read the built
 site (``make book``; ``ATTNLIB_SITE_HTML`` points at another build), serve it on 127.0.0.1, type sequences
 into chapter 7's live section in headless Chromium and compare ``window.attnlibInduction.attend`` with
 attnlib's ``AttentionOnlyTransformer`` on every layer and head.
@@ -12,23 +13,27 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-import live_induction as li
 import numpy as np
 import pytest
 import torch
 
-from attnlib.induction import AttentionOnlyTransformer, repeated_tokens
+from attnlib.induction import ARCHITECTURE, SYMBOLS, AttentionOnlyTransformer, repeated_tokens
 from attnlib.interpret import ablation_loss
+from attnsite import live_induction as li
+from attnsite.site_assets import STATIC
+from attnsite.sources import imported_modules
 from tests import browser_utils as bu
 
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
 PAGE = "book/07_causal.html"
 CHAPTER = bu.REPO / "book" / "07_causal.ipynb"
-SECTION = bu.REPO / "book" / "_live" / "induction-section.md"
-SCRIPT = bu.REPO / "book" / "_live" / li.SCRIPT
+SECTION_CELL = "live-induction"  # the chapter's markdown cell that holds the section
+SCRIPT = STATIC / li.SCRIPT
 TOLERANCE = 1e-5  # the page's weights against attnlib's in float32 (the page computes in float64)
 SEQUENCES = (  # a repeat, a repeat of a different length, no repeat, one token, lower case, the full 32
     "W O R K I N G 5 W O R K I N G 5",
@@ -48,11 +53,11 @@ def exported() -> dict:
 
 def _model(exported: dict, dtype=torch.float32) -> AttentionOnlyTransformer:
     """An attnlib AttentionOnlyTransformer holding the exported weights."""
-    model = AttentionOnlyTransformer(**li.ARCHITECTURE)
+    model = AttentionOnlyTransformer(**ARCHITECTURE)
     arrays = li.decode_weights(exported)
     state = {"embed.weight": arrays["embed"], "position.weight": arrays["position"],
              "unembed.weight": arrays["unembed"]}
-    for index in range(li.ARCHITECTURE["num_layers"]):
+    for index in range(ARCHITECTURE["num_layers"]):
         for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
             state[f"layers.{index}.{name}.weight"] = arrays[f"layers.{index}.{name}"]
     model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
@@ -81,7 +86,8 @@ def test_the_exported_weights_are_the_chapters_trained_model(exported):
     evaluation = repeated_tokens(256, 16, 32, generator=torch.Generator().manual_seed(2024))  # the chapter's
     assert round(ablation_loss(model, evaluation, 16), 2) == _glued("loss_intact")
     assert round(ablation_loss(model, evaluation, 16, [(0, 0)]), 2) == _glued("loss_prev_zero")
-    assert sum(int(np.prod(w.shape)) for w in li.decode_weights(exported).values()) == 38912  # "about 39,000"
+    served = sum(int(np.prod(w.shape)) for w in li.decode_weights(exported).values())
+    assert served == sum(p.numel() for p in model.parameters()) and round(served, -3) == _glued("induction_weights")
 
 
 def test_heads_are_named_as_the_chapter_names_them(exported):
@@ -89,31 +95,54 @@ def test_heads_are_named_as_the_chapter_names_them(exported):
     assert roles == {(1, 0): "previous-token head", (1, 1): "", (2, 0): "induction head", (2, 1): "induction head"}
 
 
-def test_the_chapter_holds_the_section_and_its_numbers_are_true(exported):
+def _section() -> str:
     notebook = json.loads(CHAPTER.read_text(encoding="utf-8"))
-    cells = [cell for cell in notebook["cells"] if cell.get("id") == "live-induction"]
-    text = SECTION.read_text(encoding="utf-8")
-    assert len(cells) == 1 and "".join(cells[0]["source"]) == text  # the file is the cell, for re-insertion
-    assert text.count('id="attnlib-induction"') == 1 and "\n\n" not in text[text.index("<div"):]
+    cells = [cell for cell in notebook["cells"] if cell.get("id") == SECTION_CELL]
+    assert len(cells) == 1 and cells[0]["cell_type"] == "markdown", f"expected chapter 7's cell {SECTION_CELL}"
+    return "".join(cells[0]["source"])
+
+
+def test_the_chapter_holds_the_section_with_every_part_the_script_uses():
+    text = _section()
+    assert text.count('id="attnlib-induction"') == 1 and "\n\n" not in text[text.index("<div"):]  # one HTML block
     script = SCRIPT.read_text(encoding="utf-8")
     for part in ("text", "run", "status", "output"):
         assert text.count(f'id="attnlib-induction-{part}"') == 1 and f"get('{part}')" in script
-    assert "39,000 numbers" in text and "$10^{-5}$" in text and f"{TOLERANCE:g}" == "1e-05"
-    kilobytes = li.build_model().stat().st_size / 1e3
-    assert f"about {round(kilobytes, -1):.0f} kB" in text, kilobytes
-    assert "layer 1 head 0 is the previous-token head, the layer-2 heads are the induction heads" in text
-    # "from the second copy on layer 2 head 0 puts most of each query's weight one past the earlier occurrence
-    # of its token (head 1 does so less consistently), and the predictions continue the sequence"
-    symbols = re.search(r'id="attnlib-induction-text"[^>]* value="([^"]+)"', text).group(1).split()
+
+
+def test_the_default_sequence_shows_what_the_section_says(exported):
+    """The sequence in the box repeats itself; from the second copy on, layer 2 head 0 puts most of each query's
+    weight one past the earlier occurrence of its token, head 1 on some queries, and the predictions continue it."""
+    symbols = re.search(r'id="attnlib-induction-text"[^>]* value="([^"]+)"', _section()).group(1).split()
     half = len(symbols) // 2
     assert symbols[:half] == symbols[half:] and len(set(symbols[:half])) == half
     with torch.no_grad():
-        logits, weights = _model(exported)(torch.tensor([[li.SYMBOLS.index(s) for s in symbols]]), need_weights=True)
+        logits, weights = _model(exported)(torch.tensor([[SYMBOLS.index(s) for s in symbols]]), need_weights=True)
     queries = torch.arange(half, 2 * half)
     hits = [int((weights[1][0, head, queries].argmax(-1) == queries - half + 1).sum()) for head in range(2)]
     assert hits[0] == half and 0 < hits[1] < half, hits
-    predicted = [li.SYMBOLS[int(i)] for i in logits[0, half:-1].argmax(-1)]
+    predicted = [SYMBOLS[int(i)] for i in logits[0, half:-1].argmax(-1)]
     assert predicted == symbols[half + 1:]
+
+
+@pytest.mark.slow
+def test_the_cache_key_covers_every_attnlib_module_the_training_loads():
+    """A fresh interpreter trains a few steps and scores the heads as the build does; every attnlib module it
+    loaded is among the files the cache key hashes (``attnsite.sources.imported_modules``)."""
+    program = """
+import json, sys
+import torch
+from attnlib import induction
+model = induction.AttentionOnlyTransformer(**induction.ARCHITECTURE)
+induction.train_induction(model, **{**induction.TRAINING, "steps": 2})
+induction.head_scores(model, induction.probe_tokens(), half=induction.PROBE["half"])
+print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] == "attnlib")))
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=300)
+    loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    hashed = set(imported_modules("attnlib.induction"))
+    assert {"attnlib.induction", "attnlib.softmax", "attnlib.scores", "attnlib._checks"} <= loaded
+    assert loaded <= hashed, f"loaded by training but not in the cache key: {sorted(loaded - hashed)}"
 
 
 def test_build_model_reuses_its_cache(tmp_path, monkeypatch):
@@ -185,7 +214,9 @@ def test_nothing_loads_before_run(page):
     driver, requests = page
     assert not [r.url for r in requests if r.url.endswith(li.MODEL_FILE)]
     assert any(f"/_live/{li.SCRIPT}" in r.url for r in requests)  # with a ?v= version
-    assert driver.execute_script(PROBE)["state"] == "ready"
+    probe = driver.execute_script(PROBE)
+    size = (SITE / li.live_model.LIVE_DIR / li.MODEL_FILE).stat().st_size
+    assert probe["state"] == "ready" and f"downloads the weights ({round(size / 1e3)} kB)" in probe["status"], probe
 
 
 @pytestmark_browser
@@ -198,7 +229,7 @@ def test_every_head_matches_attnlib_within_1e_5(page, exported, capsys):
         assert "error" not in result, result
         symbols = [s for s in text.upper() if s not in " ,"]
         assert result["tokens"] == symbols
-        tokens = torch.tensor([[li.SYMBOLS.index(s) for s in symbols]])
+        tokens = torch.tensor([[SYMBOLS.index(s) for s in symbols]])
         got = np.asarray(result["attentions"], dtype=np.float64)  # (layers, H, L, L)
         with torch.no_grad():
             for model in (model32, model64):
@@ -211,7 +242,7 @@ def test_every_head_matches_attnlib_within_1e_5(page, exported, capsys):
                 else:
                     worst64 = max(worst64, error)
                     np.testing.assert_allclose(result["logits"], logits[0].numpy(), rtol=0, atol=1e-9)
-                    assert result["predictions"] == [li.SYMBOLS[int(i)] for i in logits[0].argmax(-1)]
+                    assert result["predictions"] == [SYMBOLS[int(i)] for i in logits[0].argmax(-1)]
     with capsys.disabled():
         print(f"\nlive induction head: max |page - attnlib| over {len(SEQUENCES)} sequences, every head: "
               f"{worst32:.1e} (attnlib float32), {worst64:.1e} (attnlib float64)")

@@ -1,4 +1,4 @@
-"""``make pdf``: the print edition of the built site (book/_ext/print_book.py), student and instructors'.
+"""``make pdf``: the print edition of the built site (attnsite/print_book.py), student and instructors'.
 
 Prints every page of ``_toc.yml`` from the built site with Chromium into one PDF per edition and reads
 the PDFs back with pypdf: each chapter's title is on its pages (and in the bookmarks), every figure of
@@ -18,7 +18,7 @@ import pytest
 from pypdf import PdfReader
 
 from tests import browser_utils as bu
-from tests.browser_utils import print_book  # book/_ext/print_book.py
+from tests.browser_utils import print_book  # attnsite/print_book.py
 
 pytestmark = pytest.mark.browser
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import site_assets as assets
 import yaml
 
 from attnlib.views import html as views_html
+from attnsite import site_assets as assets
 from tests import browser_utils as bu
 
 pytestmark = pytest.mark.browser

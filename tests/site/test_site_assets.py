@@ -1,4 +1,4 @@
-"""The site's build helpers (book/_ext: site_assets, vendor_assets, fontawesome_subset): the npm libraries,
+"""The site's build helpers (attnsite: site_assets, vendor_assets, fontawesome_subset): the npm libraries,
 and the copies of d3 and jQuery that attnlib ships for its notebook views, without a browser."""
 
 from __future__ import annotations
@@ -6,18 +6,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from attnlib.views import html as views_html
+from attnsite import fontawesome_subset, vendor_assets
+from attnsite import site_assets as assets
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "book" / "_ext"))
-import fontawesome_subset  # noqa: E402  (book/_ext is no package: Sphinx puts it on sys.path too)
-import site_assets as assets  # noqa: E402
-import vendor_assets  # noqa: E402
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="needs node (installed with npm, see .ci/run)")
@@ -159,15 +156,26 @@ def test_inlined_libraries_become_script_elements_for_the_vendored_copies(tmp_pa
     assert vendor_assets.link_libraries(page, tmp_path) is False  # nothing left to replace
 
 
-def test_a_foreign_inline_copy_of_the_libraries_is_an_error(tmp_path):
-    page = tmp_path / "06.html"
-    page.write_text('<script data-vendored="d3 jquery">\n(function () { /* another version */ })();\n</script>',
-                    encoding="utf-8")
-    with pytest.raises(vendor_assets.ExtensionError, match="not this attnlib's"):
-        vendor_assets.link_libraries(page, tmp_path)
+def test_the_element_is_found_by_its_attribute_whatever_its_text():
+    """A page written by another attnlib (another inline copy, other attributes) is linked the same way; scripts
+    without the attribute, and text that only looks like the element, stay."""
+    other = ('<p>&lt;script data-vendored="d3 jquery"&gt;</p><script>var a = 1;</script>\n'
+             '<SCRIPT type="text/javascript" data-vendored="d3 jquery" id="x">\n/* another version */\n</SCRIPT >'
+             '<script>var b = "</scrip";</script>')
+    linked, count = vendor_assets.link_vendored(other, "..")
+    assert count == 1 and "another version" not in linked
+    assert linked.startswith('<p>&lt;script data-vendored="d3 jquery"&gt;</p><script>var a = 1;</script>\n')
+    assert linked.endswith('<script>var b = "</scrip";</script>')
+    assert linked.count('<script src="../_static/_vendor/d3.min.js"></script>') == 1
+    assert vendor_assets.link_vendored(linked, "..") == (linked, 0)  # the loader carries no attribute
+
+
+def test_an_element_naming_other_libraries_is_an_error():
+    with pytest.raises(vendor_assets.ExtensionError, match='expected data-vendored="d3 jquery".*got "d3 lodash"'):
+        vendor_assets.link_vendored('<script data-vendored="d3 lodash">x</script>', "..")
 
 
 @pytest.mark.parametrize("url", ["a b.js", '"><script>x.js', "d3.min.css", None])
 def test_the_loader_refuses_urls_it_cannot_put_in_an_attribute_as_they_are(url):
     with pytest.raises(ValueError, match="expected a plain relative URL"):
-        views_html.libraries_loader(url, "jquery.min.js")
+        vendor_assets.libraries_loader(url, "jquery.min.js")

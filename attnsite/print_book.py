@@ -15,7 +15,7 @@ joins the pages into one book with a bookmark per chapter.
 * instructor edition (``--instructor``): every solution printed open.
 
 Every other collapsed part (hidden code, test cells) is printed open. Usage:
-``python book/_ext/print_book.py [--instructor] [--site _build/html] [--out book.pdf]``.
+``python -m attnsite.print_book [--instructor] [--site _build/html] [--out book.pdf]``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from pathlib import Path
 import yaml
 from pypdf import PdfReader, PdfWriter
 
-REPO = Path(__file__).resolve().parents[2]
+from .site_assets import REPO
+
 CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
                 "--hide-scrollbars", "--window-size=1000,1400",

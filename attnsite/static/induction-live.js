@@ -3,7 +3,7 @@
  * transformer (attnlib.induction.AttentionOnlyTransformer) runs in plain JavaScript on a token sequence
  * the reader types; every head's attention weights are drawn as a table.
  *
- * The weights (float32, exported by book/_ext/live_induction.py) are downloaded from this site when Run
+ * The weights (float32, exported by attnsite/live_induction.py) are downloaded from this site when Run
  * is first pressed; the arithmetic is float64. Entry point for tests and readers:
  *
  *   window.attnlibInduction.attend(text) -> Promise of {tokens, ids, attentions, logits, predictions}
@@ -36,7 +36,7 @@
       throw new Error('this page was opened as a file (file://), and browsers do not fetch the weights from ' +
         'files. Serve the book instead: run `make serve` in the repository and open http://127.0.0.1:8000/.');
     }
-    if (!manifest) throw new Error('The page has no model manifest: build the book with book/_ext/live_induction.py.');
+    if (!manifest) throw new Error('The page has no model manifest: build the book with attnsite/live_induction.py.');
     const response = await fetch(new URL(manifest.model, siteRoot), { credentials: 'same-origin' });
     if (!response.ok) throw new Error(`Could not download ${manifest.model} (HTTP ${response.status}).`);
     const raw = await response.json();
@@ -228,7 +228,9 @@
     parts.text.addEventListener('keydown', (event) => {
       if (event.key === 'Enter') { event.preventDefault(); run(parts); }
     });
-    parts.status.textContent = 'Ready: type a sequence and press Run (or Enter in the box).';
+    const size = manifest && manifest.bytes ? ` The first run downloads the weights (${Math.round(manifest.bytes / 1e3)} kB) ` +
+      'from this site.' : '';
+    parts.status.textContent = `Ready: type a sequence and press Run (or Enter in the box).${size}`;
     root.dataset.state = 'ready';
   }
 

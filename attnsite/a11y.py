@@ -2,7 +2,7 @@
 
 What it does, and why here: the causes sit in our build's inputs or in upstream code we do not fork.
 
-* **Figures' text alternatives.** ``attnlib.views.plots.figure_png`` writes a description computed from
+* **Figures' text alternatives.** ``attnlib.views.images.figure_png`` writes a description computed from
   the figure (title, axes, colour bar, the pattern) into each PNG's ``Description`` text chunk, and the
   scale it was drawn at into ``attnlib-scale``. myst-nb gives notebook images their file path as
   ``alt``; ``describe_images`` (``doctree-read``) sets the description instead, and the CSS size of a
@@ -20,7 +20,7 @@ What it does, and why here: the causes sit in our build's inputs or in upstream 
   themselves, explorer controls stack), readable explorer tables in dark mode, and print rules
   (code wraps instead of being cut, no sidebars, views fit the page). ``make pdf`` prints with them.
 
-Both files live in ``book/_ext/`` (not a source ``_static/``, which JB1 would add to every page a
+Both files live in ``attnsite/static/`` (not a source ``_static/``, which JB1 would add to every page a
 second time) and are copied into ``_static/attnlib/`` of the output.
 """
 
@@ -35,13 +35,13 @@ from PIL import Image
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from attnlib.views.images import ALT_KEY, CELL_TEXT_KEY, SCALE_KEY  # the PNG text chunks figure_png writes
+
+from .site_assets import STATIC
+
 logger = logging.getLogger(__name__)
-HERE = Path(__file__).resolve().parent
 STATIC_DIR = "attnlib"  # under the output's _static/
 FILES = {"css": "a11y.css", "js": "a11y.js"}
-ALT_KEY = "Description"  # attnlib.views.plots.ALT_KEY (kept literal: the extension must load without attnlib)
-SCALE_KEY = "attnlib-scale"
-CELL_TEXT_KEY = "attnlib-cell-text-px"  # attnlib.views.plots.CELL_TEXT_KEY
 PHONE_COLUMN = 358  # CSS px an image may take on a 390 px phone (the theme's margins)
 LEGIBLE_PX = 9  # the smallest text a figure may show on a phone
 
@@ -146,7 +146,7 @@ def fix_page_html(app: Sphinx, exception: Exception | None) -> None:
     target = Path(app.outdir) / "_static" / STATIC_DIR
     target.mkdir(parents=True, exist_ok=True)
     for name in FILES.values():
-        shutil.copyfile(HERE / name, target / name)
+        shutil.copyfile(STATIC / name, target / name)
     changed = 0
     for page in Path(app.outdir).rglob("*.html"):
         if "_static" in page.parts:

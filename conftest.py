@@ -14,8 +14,8 @@ output the site shows (any cell not tagged ``remove-output`` or ``remove-cell``)
 It also runs every chapter kernel on one thread (``ONE_THREAD``), and after each autograded chapter's last
 cell grades the course's recorded answers in that chapter's kernel (the ``recorded answers`` item below).
 
-This file sits beside the notebooks so that every nbval run over ``book/`` (``make test``, ``make check``,
-``make test-book``, ``pytest --nbval book/NN_x.ipynb``) applies it.
+This file is the repository root's conftest, so that every nbval run over ``book/`` (``make test``, ``make check``,
+``make test-book``, ``pytest --nbval book/NN_x.ipynb``) applies it, and ``book/`` holds content only.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ When an HTML build starts it puts into ``<outdir>/_static/``:
   changes nothing only compares a hash and copies nothing;
 * ``_live/tokenizer.json`` and ``tokenizer_config.json`` (the model's own), ``_live/bertviz-views.js``
   (BertViz's head and model view code, ``live_views.bertviz_script``) and ``_live/attnlib-live.js``
-  (``book/_live/``);
+  (``attnsite/static/``);
 * from npm: ONNX Runtime Web's WebAssembly build (one ``.mjs`` bundle and its ``.wasm``, which the page
   downloads gzip-compressed, 3.7 instead of 14.2 MB, and inflates itself; the threaded
   build runs single-threaded without cross-origin isolation, so no special server headers) and
@@ -37,20 +37,13 @@ from sphinx.util import logging
 
 from attnlib.views.html import script_json
 
-try:  # this folder is on sys.path when Sphinx loads the extension (JB1 local_extensions)
-    import live_export as live
-    import live_views
-    import site_assets as assets
-except ImportError:  # imported as book._ext.live_model
-    from . import live_export as live
-    from . import live_views
-    from . import site_assets as assets
+from . import live_export as live
+from . import live_views
+from . import site_assets as assets
 
-CACHE = Path(__file__).resolve().parents[2] / "_build" / "live-model"  # shared by every output folder
+CACHE = assets.REPO / "_build" / "live-model"  # shared by every output folder
 
 logger = logging.getLogger(__name__)
-HERE = Path(__file__).resolve().parent
-SOURCE = HERE.parent / "_live"  # book/_live: our JavaScript and the section's HTML
 LIVE_DIR = "_static/_live"  # under the output folder
 SCRIPT = "attnlib-live.js"
 MARKER = 'id="attnlib-live"'
@@ -142,7 +135,7 @@ def write_live_files(app: Sphinx) -> None:
     if not views.is_file():
         views.write_text(live_views.bertviz_script(), encoding="utf-8")
     copy_file(views, outdir / LIVE_DIR / "bertviz-views.js")
-    copy_file(SOURCE / SCRIPT, outdir / LIVE_DIR / SCRIPT)
+    copy_file(assets.STATIC / SCRIPT, outdir / LIVE_DIR / SCRIPT)
     app.config._attnlib_live_manifest = manifest(outdir, report)  # noqa: SLF001 - read by add_page_script
     logger.info(f"live_model: {report['precision']} weights, {report['gzip_bytes'] / 1e6:.1f} MB gzipped, "
                 f"max |attention - eager| {report['max_error']:.1e} on {len(live.SENTENCES)} sentences")

@@ -1,4 +1,4 @@
-// Accessibility of what the site's libraries draw at run time (book/_ext/a11y.py explains the whole).
+// Accessibility of what the site's libraries draw at run time (attnsite/a11y.py explains the whole).
 // ipywidgets sliders: a name (their visible label) and a spoken value (their readout, e.g. "1.0", where
 // noUiSlider says the option's index, "3"); dropdowns: a <label for>; each explorer (attnlib.views.widgets,
 // class attnlib-explorer): a group named by its title and a live region that says which state is shown.

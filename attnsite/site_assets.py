@@ -46,7 +46,8 @@ SITE_SUFFIXES = (".js", ".json", ".woff", ".woff2", ".ttf", ".eot", ".svg", ".cs
 SITE_SKIP = ("embed-amd.js", "libembed-amd.js")
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]  # the repository (attnsite is installed editable: `pip install -e .`)
+STATIC = Path(__file__).resolve().parent / "static"  # the site's own CSS and JavaScript (package data)
 
 
 def node_modules() -> Path:

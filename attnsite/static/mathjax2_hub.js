@@ -2,7 +2,7 @@
 // MathJax.Hub.Queue(["Typeset", MathJax.Hub, element]); the site loads MathJax 3, which has no Hub,
 // so every widget with a description threw "Cannot read properties of undefined (reading 'Queue')".
 // This maps that one call onto MathJax 3's typesetPromise. Loaded (deferred) after MathJax 3 on pages
-// that have widgets; book/_ext/vendor_assets.py adds it.
+// that have widgets; attnsite/vendor_assets.py adds it.
 (function () {
   "use strict";
   var mathjax = window.MathJax;

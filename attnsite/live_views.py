@@ -17,6 +17,9 @@ import torch
 
 from attnlib.views import html as views_html
 
+from .sources import imported_modules
+
+ACCESS_JS = "access.js"  # attnlib's keyboard, names and fit of a drawn view (attnlib/views/js/)
 ROOT_PLACEHOLDER = "attnlib-live-root"
 _CDN_SCRIPT = re.compile(r'<script src="https://[^"]*"></script>')  # every CDN script, not only require.js
 _PARAMS_LINE = re.compile(r"\n[ \t]*const params = .*\n")
@@ -65,9 +68,9 @@ def bertviz_script() -> str:
         template = bertviz_template(kind)
         parts.append(f"  {kind}: {{\n    markup: {json.dumps(template['markup'])},\n"
                      f"    params: {json.dumps(template['params'])},\n    draw: {template['draw']}\n  }}")
-    header = ("// BertViz 1.4.1's head view and model view (Vig 2019, Apache-2.0), written by book/_ext/live_views.py\n"
+    header = ("// BertViz 1.4.1's head view and model view (Vig 2019, Apache-2.0), written by attnsite/live_views.py\n"
               "// for chapter 6's live model: d3 and jQuery come from the page, not from a CDN.\n")
-    access = "\n".join(line for line in views_html.javascript("access.js").strip().splitlines()
+    access = "\n".join(line for line in views_html.javascript(ACCESS_JS).strip().splitlines()
                        if not line.startswith("//"))  # the function, without its file's header
     parts.append(f"  access: {access}")
     return header + "window.attnlibLiveBertviz = {\n" + ",\n".join(parts) + "\n};\n"
@@ -89,6 +92,7 @@ def tokenizer_files() -> dict[str, dict]:
 
 
 def sources() -> list[Path]:
-    """The files ``bertviz_script``'s output depends on besides BertViz itself (for the build's cache key)."""
+    """The files ``bertviz_script``'s output depends on besides BertViz itself (for the build's cache key): this
+    module, every attnlib module it imports (``sources.imported_modules``) and the JavaScript it reads."""
     views = Path(views_html.__file__).parent
-    return [Path(__file__), views / "html.py", views / "js" / "access.js"]
+    return [Path(__file__), *imported_modules(views_html.__name__).values(), views / "js" / ACCESS_JS]

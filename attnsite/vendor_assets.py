@@ -17,15 +17,17 @@ Sphinx 7.4 registers an inline script added with ``add_js_file(None, body=...)``
 "Identifier has already been declared".
 
 Last, it makes the BertViz pages lighter: a notebook's first BertViz view inlines d3 and jQuery (about
-320 kB, ``attnlib.views.html.libraries_script``) so that it works offline in JupyterLab; in the built
-page that exact script becomes ``<script src>`` elements for the byte-identical copies in
-``_static/_vendor/`` (``libraries_loader``), which the browser caches across pages. The notebook and its
-stored output stay as they are.
+320 kB, ``attnlib.views.html.libraries_script``) so that it works offline in JupyterLab. That ``<script>``
+element carries ``data-vendored="d3 jquery"`` (``attnlib.views.html.VENDORED_ATTRIBUTE``); in the built page
+every such element, whatever attnlib version wrote its text, becomes ``<script src>`` elements for the npm
+copies in ``_static/_vendor/`` (``libraries_loader``), which the browser caches across pages. The notebook
+and its stored output stay as they are.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -35,15 +37,10 @@ from sphinx.util import logging
 
 from attnlib.views import html as views_html
 
-try:  # this folder is on sys.path when Sphinx loads the extension (JB1 local_extensions)
-    import site_assets as assets
-    from fontawesome_subset import write_subset
-except ImportError:  # imported as book._ext.vendor_assets
-    from . import site_assets as assets
-    from .fontawesome_subset import write_subset
+from . import site_assets as assets
+from .fontawesome_subset import write_subset
 
 logger = logging.getLogger(__name__)
-HERE = Path(__file__).resolve().parent
 FONTAWESOME = "@fortawesome/fontawesome-free"  # npm, the version pydata-sphinx-theme bundles (6.5.2)
 HUB_SHIM = "mathjax2_hub.js"  # copied to _static/, relative to _static/ like every add_js_file path
 
@@ -61,7 +58,7 @@ def copy_vendored(app: Sphinx, exception: Exception | None) -> None:
         destination = outdir / site_path
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, destination)
-    shutil.copyfile(HERE / HUB_SHIM, outdir / "_static" / HUB_SHIM)
+    shutil.copyfile(assets.STATIC / HUB_SHIM, outdir / "_static" / HUB_SHIM)
     icons = write_subset(outdir, assets.node_modules() / FONTAWESOME)
     linked = [page.name for page in sorted(outdir.rglob("*.html")) if link_libraries(page, outdir)]
     logger.info(f"vendor_assets: copied {len(pairs)} files from node_modules into {outdir / assets.VENDOR_DIR}; "
@@ -69,21 +66,67 @@ def copy_vendored(app: Sphinx, exception: Exception | None) -> None:
                 f"d3 and jQuery now load from there on {linked}")
 
 
-def link_libraries(page: Path, outdir: Path) -> bool:
-    """Replace the inlined d3 + jQuery script of ``page`` by ``<script src>`` to the vendored copies.
+# a <script> element: its start tag's attributes, then its text up to the first "</script" (HTML's raw-text rule)
+_SCRIPT_ELEMENT = re.compile(r"<script\b(?P<attributes>[^>]*)>.*?</script\s*>", re.DOTALL | re.IGNORECASE)
+_VENDORED = re.compile(rf'\s{views_html.VENDORED_ATTRIBUTE}="(?P<names>[^"]*)"')
+_URL = re.compile(r"[^\s\"<>&']+\.js")  # a plain relative URL that an attribute holds as it is
 
-    Returns whether the page had it. A page holding a *different* inline copy (another attnlib) is an error.
+
+def libraries_loader(d3_url: str, jquery_url: str) -> str:
+    """What ``attnlib.views.html.libraries_script()`` does, with d3 and jQuery loaded from URLs, not inlined.
+
+    ``define`` is hidden while the two bundles run, so they set their globals even with require.js on the
+    page; then both go to ``window.attnlibBertviz`` (``attnlib.views.html.GLOBAL``, where the views' runner
+    waits for them) and the page's own ``d3``, ``$`` and ``jQuery`` are restored.
+    """
+    for url in (d3_url, jquery_url):
+        if not isinstance(url, str) or not _URL.fullmatch(url):
+            raise ValueError(f"expected a plain relative URL to a .js file, got {url!r}")
+    name = views_html.GLOBAL
+    before = (f'if (!window.{name}) {{ window.attnlibLoading = {{ had: "d3" in window, d3: window.d3, '
+              f'define: window.define }}; window.define = undefined; }}')
+    after = (f'(function () {{\nvar s = window.attnlibLoading;\nif (!s) {{ return; }}\n'
+             f'window.define = s.define; delete window.attnlibLoading;\n'
+             f'var libs = {{ d3: window.d3, $: window.jQuery.noConflict(true) }};\n'
+             f'if (s.had) {{ window.d3 = s.d3; }} else {{ delete window.d3; }}\n'
+             f'window.{name} = libs;\n}})();')
+    return (f'<script>{before}</script>\n<script src="{d3_url}"></script>\n'
+            f'<script src="{jquery_url}"></script>\n<script>\n{after}\n</script>\n')
+
+
+def link_vendored(html: str, up: str) -> tuple[str, int]:
+    """``html`` with every ``<script data-vendored="d3 jquery">`` element replaced by ``libraries_loader``
+    for the site's copies (``up``: the relative URL of the site root from the page); and how many there were.
+
+    The element is found by its attribute, not by its text: a page written by another attnlib (another
+    inline copy) is linked the same way. An element naming other libraries is an error.
+    """
+    expected, found = " ".join(views_html.LIBRARY_FILES), []
+
+    def replace(match: re.Match) -> str:
+        vendored = _VENDORED.search(match["attributes"])
+        if vendored is None:
+            return match.group(0)
+        found.append(vendored["names"])
+        if vendored["names"] != expected:
+            raise ExtensionError(f'expected {views_html.VENDORED_ATTRIBUTE}="{expected}" (the libraries attnlib\'s '
+                                 f'views inline), got "{vendored["names"]}"')
+        return libraries_loader(*(f"{up}/{assets.site_url(name)}" for name in views_html.LIBRARY_FILES))
+
+    linked = _SCRIPT_ELEMENT.sub(replace, html)
+    return linked, len(found)
+
+
+def link_libraries(page: Path, outdir: Path) -> bool:
+    """Link the vendored copies in place of the inline d3 + jQuery of ``page`` (``link_vendored``).
+
+    Returns whether the page had an inline copy.
     """
     text = page.read_text(encoding="utf-8")
-    inline = views_html.libraries_script()
-    if inline not in text:
-        if 'data-vendored="d3 jquery">\n' in text:
-            raise ExtensionError(f"{page}: an inline d3/jQuery script that is not this attnlib's; rebuild the notebook")
-        return False
-    up = os.path.relpath(outdir, page.parent).replace(os.sep, "/")
-    urls = [f"{up}/{assets.site_url(name)}" for name in ("d3", "jquery")]
-    page.write_text(text.replace(inline, views_html.libraries_loader(*urls)), encoding="utf-8")
-    return True
+    linked, count = link_vendored(text, os.path.relpath(outdir, page.parent).replace(os.sep, "/"))
+    if count:
+        page.write_text(linked, encoding="utf-8")
+    return count > 0
 
 
 def _script_key(script) -> tuple:

@@ -1,28 +1,27 @@
 """Sphinx extension: chapter 7's live induction head, computed in the reader's browser with no kernel.
 
 Chapter 7 trains a tiny ``attnlib.induction.AttentionOnlyTransformer`` (2 layers of 2 heads, D = 64, a
-vocabulary of 32 symbols; about 39,000 numbers). When an HTML build starts, ``write_induction_files``
-trains it again exactly as the chapter does (``train_chapter_model``: the same seed, arguments and single
-thread, on the CPU), names its heads from the scores the chapter prints (``head_roles``), and puts into
-``<outdir>/_static/_live/``:
+vocabulary of 32 symbols; about 39,000 numbers) with ``attnlib.induction.grow_induction_head``, whose settings
+(``ARCHITECTURE``, ``TRAINING``, ``PROBE``, ``SYMBOLS``) live in ``attnlib.induction`` for the chapter and
+this build alike. When an HTML build starts, ``write_induction_files`` trains it again the same way
+(``train_chapter_model``, on the CPU), names its heads from the scores the chapter prints (``head_roles``),
+and puts into ``<outdir>/_static/_live/``:
 
 * ``induction-model.json``: the shapes, the symbols, the heads' roles and scores, and every weight as
   little-endian float32 in base64 (``export_weights``); the training (about 10 s) is cached in the
-  repository's ``_build/live-induction/`` under a key of its inputs, so a build that changes nothing
-  trains nothing;
-* ``induction-live.js`` (``book/_live/``): the forward pass in plain JavaScript (float64 arithmetic on
+  repository's ``_build/live-induction/`` under a key of its inputs (``cache_key``: this module, every
+  attnlib module the training imports, torch's version), so a build that changes nothing trains nothing;
+* ``induction-live.js`` (``attnsite/static/``): the forward pass in plain JavaScript (float64 arithmetic on
   the float32 weights) and the section's drawing.
 
 On the page whose body holds the section (``id="attnlib-induction"``) it adds the script (deferred) and,
-inline, the model file's URL; the page downloads the weights only when the reader presses Run.
+inline, the model file's URL and size; the page downloads the weights only when the reader presses Run.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -30,55 +29,35 @@ import torch
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from attnlib.induction import ARCHITECTURE, PROBE, SYMBOLS, grow_induction_head, head_scores, probe_tokens
 from attnlib.views.html import script_json
 
-try:  # this folder is on sys.path when Sphinx loads the extension (JB1 local_extensions)
-    import live_model
-except ImportError:  # imported as book._ext.live_induction
-    from . import live_model
+from . import live_model
+from .site_assets import REPO, STATIC
+from .sources import digest, imported_modules
 
 logger = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / "_build" / "live-induction"  # shared by every output folder
-SOURCE = Path(__file__).resolve().parent.parent / "_live"
 SCRIPT = "induction-live.js"
 MODEL_FILE = "induction-model.json"
 MARKER = 'id="attnlib-induction"'
-SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"  # chapter 7's names for the 32 tokens (cell 9398efba)
-# chapter 7, cell ee16c8d6: the model and its training, exactly
-ARCHITECTURE = {"vocab_size": 32, "d_model": 64, "num_heads": 2, "num_layers": 2, "max_length": 32}
-TRAINING = {"steps": 1000, "halves": range(4, 17), "batch_size": 32, "lr": 3e-3, "seed": 0, "probe_every": 25}
-PROBE_SEED, PROBE_HALF = 123, 16  # chapter 7, cell 8b77c718: the scores the chapter names the heads by
 ROLE_THRESHOLD = 0.25  # a head is named for a score above this: 6 times an evenly spread head's (about 0.04)
 
 
 def train_chapter_model() -> torch.nn.Module:
-    """Chapter 7's trained AttentionOnlyTransformer, made the way the chapter makes it (CPU, one thread)."""
-    from attnlib.induction import AttentionOnlyTransformer, train_induction  # noqa: PLC0415
-
-    torch.manual_seed(0)
-    model = AttentionOnlyTransformer(**ARCHITECTURE)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        train_induction(model, **TRAINING)
-    finally:
-        torch.set_num_threads(threads)
+    """Chapter 7's trained AttentionOnlyTransformer, made the way the chapter makes it (on the CPU)."""
+    model, _ = grow_induction_head()
     return model.eval()
 
 
 def head_roles(model: torch.nn.Module) -> list[dict]:
     """Per head (layer-major): layer and head (from 1 and 0, as the chapter writes them), scores and role.
 
-    The scores are the chapter's (64 probe sequences, seed 123). The layer-1 head with the highest
+    The scores are the chapter's (``attnlib.induction.probe_tokens``). The layer-1 head with the highest
     previous-token score, if above ``ROLE_THRESHOLD``, is "previous-token head"; a layer-2 head whose
     induction score is above it is an "induction head".
     """
-    from attnlib.induction import head_scores, repeated_tokens  # noqa: PLC0415
-
-    vocab = ARCHITECTURE["vocab_size"]
-    probe = repeated_tokens(64, PROBE_HALF, vocab, generator=torch.Generator().manual_seed(PROBE_SEED))
-    scores = head_scores(model, probe, half=PROBE_HALF)
+    scores = head_scores(model, probe_tokens(), half=PROBE["half"])
     roles = []
     for layer in range(ARCHITECTURE["num_layers"]):
         for head in range(ARCHITECTURE["num_heads"]):
@@ -118,11 +97,10 @@ def decode_weights(data: dict) -> dict[str, np.ndarray]:
 
 
 def cache_key() -> str:
-    """What the trained weights depend on: this module, attnlib's model and training code, torch's version."""
-    files = [Path(__file__)] + [REPO / "attnlib" / name for name in ("induction.py", "multihead.py", "attention.py",
-                                                                     "causal.py")]
-    parts = [file.read_bytes() for file in files] + [f"torch=={version('torch')}".encode()]
-    return hashlib.sha256(b"\n".join(parts)).hexdigest()[:16]
+    """What the trained weights depend on: this module, every attnlib module the training imports (its
+    settings, model and training code, derived by ``sources.imported_modules``), and torch's version."""
+    files = [Path(__file__), *imported_modules(grow_induction_head.__module__).values()]
+    return digest(files, packages=("torch",))
 
 
 def build_model(cache_dir: Path = CACHE, log=print) -> Path:
@@ -142,14 +120,15 @@ def write_induction_files(app: Sphinx) -> None:
         return
     outdir = Path(app.outdir) / live_model.LIVE_DIR
     live_model.copy_file(build_model(log=logger.info), outdir / MODEL_FILE)
-    live_model.copy_file(SOURCE / SCRIPT, outdir / SCRIPT)
+    live_model.copy_file(STATIC / SCRIPT, outdir / SCRIPT)
 
 
 def add_page_script(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
-    """html-page-context: on the page that holds the section (and no other), its script and the model's URL."""
+    """html-page-context: on the page that holds the section (and no other), its script, the model's URL and size."""
     if MARKER not in (context.get("body") or ""):
         return
-    data = script_json({"model": f"{live_model.LIVE_DIR}/{MODEL_FILE}"})
+    model = Path(app.outdir) / live_model.LIVE_DIR / MODEL_FILE
+    data = script_json({"model": f"{live_model.LIVE_DIR}/{MODEL_FILE}", "bytes": model.stat().st_size})
     app.add_js_file(None, body=f"window.attnlibInductionManifest = {data};")
     app.add_js_file(f"_live/{SCRIPT}", loading_method="defer")
 

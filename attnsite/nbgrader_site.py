@@ -2,7 +2,8 @@
 
 The chapters write exercises in nbgrader's format (CONTRIBUTING.md): reference answers between
 ``### BEGIN SOLUTION`` / ``### END SOLUTION`` lines, grading-only checks between ``### BEGIN HIDDEN
-TESTS`` / ``### END HIDDEN TESTS``, written answers as graded markdown cells. The environment variable
+TESTS`` / ``### END HIDDEN TESTS``, written answers as graded markdown cells; ``course.exercise_cells``
+reads them (the markers, and the metadata) for the course and for this extension. The environment variable
 ``ATTNLIB_EDITION`` (``make book EDITION=instructor``) picks the edition:
 
 * ``student`` (the default, and what the publish workflow deploys): every solution region becomes the
@@ -14,7 +15,7 @@ TESTS`` / ``### END HIDDEN TESTS``, written answers as graded markdown cells. Th
   hidden tests stay, under a comment saying the student release leaves them out; only the marker lines
   go. Host it privately: its downloads and launch buttons are the instructor notebooks.
 
-Registered in ``_config.yml`` under ``sphinx: local_extensions``.
+Registered in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
 
 from __future__ import annotations
@@ -28,15 +29,14 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
-HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
-HIDDEN_END = "### END HIDDEN TESTS"
+from course.exercise_cells import BEGIN_HIDDEN, BEGIN_SOLUTION, marked_lines, nbgrader
+from course.publish import RELEASE_DIR as RELEASE
+
 EDITIONS = ("student", "instructor")
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")  # what nbgrader's release puts in place
 HIDDEN_NOTE = "# Hidden tests: graded, left out of the student release"
 WRITTEN_STUB = ("*Written answer: graded by hand. Write it in the chapter's notebook (download it above, or "
                 "open it on Colab or Binder).*")
-RELEASE = Path(__file__).resolve().parents[2] / "course" / "release"
 LOGGER = logging.getLogger(__name__)
 
 
@@ -50,20 +50,14 @@ def edition() -> str:
 
 def strip_nbgrader_markers(source: str, which: str = "student") -> str:
     """A code cell's source as the edition shows it (see the module docstring)."""
-    kept, hidden, solution = [], False, False
-    for line in source.splitlines():
-        marker, indent = line.strip(), line[: len(line) - len(line.lstrip())]
-        if marker == HIDDEN_BEGIN:
-            hidden = True
-            kept += [indent + HIDDEN_NOTE] if which == "instructor" else []
-        elif marker == HIDDEN_END:
-            hidden = False
-        elif marker == SOLUTION_MARKERS[0]:
-            solution = True
-            kept += [indent + s for s in STUB] if which == "student" else []
-        elif marker == SOLUTION_MARKERS[1]:
-            solution = False
-        elif which == "instructor" or not (hidden or solution):
+    kept = []
+    for line, region, marker in marked_lines(source):
+        indent = line[: len(line) - len(line.lstrip())]
+        if marker == BEGIN_HIDDEN and which == "instructor":
+            kept.append(indent + HIDDEN_NOTE)
+        elif marker == BEGIN_SOLUTION and which == "student":
+            kept += [indent + s for s in STUB]
+        elif marker is None and (which == "instructor" or region is None):
             kept.append(line)
     while kept and not kept[-1].strip():
         kept.pop()
@@ -71,8 +65,7 @@ def strip_nbgrader_markers(source: str, which: str = "student") -> str:
 
 
 def _is_written_answer(cell: dict) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return cell.get("cell_type") == "markdown" and bool(meta.get("solution"))
+    return cell.get("cell_type") == "markdown" and bool(nbgrader(cell).get("solution"))
 
 
 def student_markdown(notebook_json: str) -> str:
@@ -107,12 +100,13 @@ def rewrite_exercise_cells(app: Sphinx, doctree: nodes.document) -> None:
         app.env.note_dependency(str(RELEASE / f"{stem}.ipynb"))
     for cell, block in list(_code_cells(doctree)):
         text = block.astext()
-        if "### BEGIN " not in text and "### END " not in text:
+        markers = {marker for _, _, marker in marked_lines(text) if marker}
+        if not markers:
             continue
         cleaned = strip_nbgrader_markers(text, which)
         block.rawsource = cleaned
         block[:] = [nodes.Text(cleaned)]
-        if which == "student" and SOLUTION_MARKERS[0] in text:
+        if which == "student" and BEGIN_SOLUTION in markers:
             for output in [c for c in cell.children if c.get("nb_element") == "cell_code_output"]:
                 cell.remove(output)
 
