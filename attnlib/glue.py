@@ -11,10 +11,18 @@ The output is an IPython display: the value's formatted representations (``text/
 ``application/papermill.record/`` when ``display=False`` (Jupyter then shows nothing), and the metadata
 ``{"scrapbook": {"name": name, "mime_prefix": prefix}}`` by which the book build and the student release
 (``course/markup.py``) find it.
+
+**A glued float carries the digits the page shows, no more** (CONTRIBUTING.md, "Numbers every CPU reproduces"):
+``glue("w", 0.9161047784667921, digits=3)`` stores ``0.916``. A float's full repr holds float noise in its last
+digits, and which noise depends on the CPU's vector instructions (torch and NumPy pick AVX2, AVX-512 or plain
+code at run time), so a stored repr is a promise only the executing machine keeps. ``glue`` refuses a float
+(Python's, NumPy's or a one-element tensor's) without ``digits``; integers, strings and other values pass as
+they are.
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 HIDDEN_PREFIX = "application/papermill.record/"  # the prefix of a value glued with display=False
@@ -38,9 +46,52 @@ def record(name: str, value: Any, display: bool = True) -> None:
     show(data, raw=True, metadata=metadata)
 
 
-try:
-    from myst_nb import glue  # the book's tools: the function the book build reads the outputs of
-except ImportError:  # the students' environment
-    glue = record
+def rounded(name: str, value: Any, digits: int | None) -> Any:
+    """``value`` as ``glue`` stores it: a float rounded to ``digits`` decimals (a Python float, so its repr is
+    short); anything else unchanged. A float without ``digits``, or ``digits`` given for a non-float, is refused."""
+    if digits is not None and (isinstance(digits, bool) or not isinstance(digits, int) or not 0 <= digits <= 15):
+        raise ValueError(f"glue({name!r}): digits must be an int from 0 to 15 (the decimals the page shows), "
+                         f"got {digits!r}")
+    number = _as_float(value)
+    if number is None:
+        if digits is not None:
+            raise TypeError(f"glue({name!r}): digits={digits} rounds a float, but the value is "
+                            f"{type(value).__name__} {value!r:.60}")
+        return value
+    if digits is None:
+        raise TypeError(f"glue({name!r}): a float needs digits=N, the decimals the page shows "
+                        f"(e.g. digits=2 for {{glue:text}}`{name}:.2f`); got {number!r}, whose last digits "
+                        "depend on the CPU that computed it")
+    return round(number, digits)
 
-__all__ = ["HIDDEN_PREFIX", "glue", "glue_output", "record"]
+
+def _as_float(value: Any) -> float | None:
+    """``value`` as a Python float when it is a real non-integer number (float, NumPy float, a one-element float
+    tensor or array), else ``None``."""
+    if isinstance(value, (bool, numbers.Integral)):
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and callable(getattr(value, "item", None)):
+        count = value.numel() if callable(getattr(value, "numel", None)) else getattr(value, "size", None)
+        is_float = getattr(dtype, "is_floating_point", None)
+        floating = is_float if isinstance(is_float, bool) else getattr(dtype, "kind", "") == "f"
+        if count == 1 and floating:
+            return float(value.item())
+    return None
+
+
+def glue(name: str, value: Any, display: bool = True, *, digits: int | None = None) -> None:
+    """Store ``value`` under ``name`` for ``{glue:text}`name``` in the prose: myst-nb's ``glue`` where myst-nb is
+    installed (the book's tools), :func:`record` otherwise (the students' environment). A float is stored rounded
+    to ``digits`` decimals, which it must be given (:func:`rounded`)."""
+    _store(name, rounded(name, value, digits), display)
+
+
+try:
+    from myst_nb import glue as _store  # the book's tools: the function the book build reads the outputs of
+except ImportError:  # the students' environment
+    _store = record
+
+__all__ = ["HIDDEN_PREFIX", "glue", "glue_output", "record", "rounded"]
