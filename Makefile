@@ -95,8 +95,11 @@ test-course: $(STAMP) | test-packages
 
 # Run chapters in place and store their outputs as strict nbval recomputes them (one thread per kernel):
 # after changing a chapter or attnlib, `make execute NB=book/03_softmax.ipynb` (default: every notebook).
+# Then it runs strict nbval on them under each other CPU code path torch offers here (ATEN_CPU_CAPABILITY=default,
+# avx2 below the widest, avx512; `python tools/testsettings.py cpu-paths` lists this machine's), so stored outputs
+# every CPU reproduces are proven before they land (ARGS=--no-verify skips it).
 execute: $(STAMP)
-	$(PY) tools/execute.py $(NB)
+	$(PY) tools/execute.py $(ARGS) $(NB)
 
 # JupyterLab on what students get: a copy of the releases (course/release/, every number in the prose) in
 # _build/lab/; a release newer than its copy replaces it, otherwise your changes to a copy stay.

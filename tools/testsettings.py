@@ -4,11 +4,14 @@ tools/execute.py, tools/pytest_scheduler.py and the root conftest.py read it.
 
 From the shell (the Makefile): ``python tools/testsettings.py nbval`` prints strict nbval's flags,
 ``... one-thread`` the environment as ``NAME=value`` words, ``... changed-chapters`` the chapters ``make check``
-runs (changed since ``CHECK_BASE``, committed or not; nothing when none changed).
+runs (changed since ``CHECK_BASE``, committed or not; nothing when none changed), ``... cpu-paths`` torch's CPU
+code paths on this machine, narrowest first.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +35,15 @@ NBVAL = ("--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/book/
 # two threads beside another busy process spins and waits (the induction training: 3 s alone, 48 s with
 # two threads under xdist).
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+# The CPU code paths torch's kernels can take (ATEN_CPU_CAPABILITY), narrowest first. torch picks the widest
+# the CPU has at run time, and float results differ between paths in their last bits (summation order, FMA,
+# vectorised exp/log), so a stored output may hold only what every path reproduces (CONTRIBUTING.md, "Numbers
+# every CPU reproduces"). `make test` runs every chapter three times, each run under another path: strict nbval
+# under the machine's own (widest), the students'-venv release run, which compares every glued value with the
+# book's, under the narrowest (`default`), the float32 run under a third where there is one (see `run_paths`).
+CPU_PATHS = ("default", "avx2", "avx512")  # x86-64; an ARM build of torch knows default and its own (sve256)
+CPU_PATH_VARIABLE = "ATEN_CPU_CAPABILITY"
 
 # `make check`: lint, the library's tests but the slow and browser ones, strict nbval on the chapters changed
 # since this branch left CHECK_BASE.
@@ -68,6 +80,33 @@ def changed_chapters(base: str = CHECK_BASE) -> list[str]:
                   if Path(name).parent == Path(CHAPTERS) and name.endswith(".ipynb") and (REPO / name).is_file())
 
 
+@functools.cache
+def cpu_paths() -> list[str]:
+    """The code paths torch offers on this machine, narrowest first, ending with the one it picks by itself
+    (e.g. ``["default", "avx2"]`` on an AVX2 CPU, ``[..., "avx512"]`` with AVX-512). Asks torch, in a process of
+    its own so the answer is not the one an inherited ``ATEN_CPU_CAPABILITY`` forces."""
+    env = {name: value for name, value in os.environ.items() if name != CPU_PATH_VARIABLE}
+    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+                          capture_output=True, text=True, env=env, check=False)
+    widest = done.stdout.strip().lower()
+    if done.returncode != 0 or not widest:
+        print(f"testsettings: cannot ask torch for its CPU code path ({done.stderr.strip()[-300:]}); "
+              "assuming only 'default'", file=sys.stderr)
+        return ["default"]
+    if widest in CPU_PATHS:
+        return list(CPU_PATHS[: CPU_PATHS.index(widest) + 1])
+    return ["default", widest]
+
+
+def run_paths() -> dict[str, str]:
+    """Which code path each run of the chapters in `make test` takes (the values of ``ATEN_CPU_CAPABILITY``;
+    ``""``: torch's own choice, the widest): strict nbval the widest, the release run (which compares the glued
+    values with the book's) the narrowest, the float32 run (which checks the chapters' assertions) a third path
+    where the machine has one (``avx2`` on an AVX-512 CPU), else the widest, the fastest."""
+    paths = cpu_paths()
+    return {"nbval": "", "release": paths[0], "float32": paths[1] if len(paths) > 2 else ""}
+
+
 def _git(*args: str) -> list[str] | None:
     done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
     return done.stdout.splitlines() if done.returncode == 0 else None
@@ -78,6 +117,7 @@ def main(argv: list[str]) -> int:
         "nbval": lambda: " ".join(NBVAL),
         "one-thread": lambda: " ".join(f"{name}={value}" for name, value in ONE_THREAD.items()),
         "changed-chapters": lambda: " ".join(changed_chapters()),
+        "cpu-paths": lambda: " ".join(cpu_paths()),
     }
     if len(argv) != 1 or argv[0] not in commands:
         print(f"usage: python tools/testsettings.py {{{','.join(commands)}}}; got {' '.join(argv) or 'nothing'}",

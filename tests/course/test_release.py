@@ -33,13 +33,14 @@ from bs4 import BeautifulSoup
 from course import site
 from course.markup import CITE, EQ_REF, GLUE, LABELLED, glued_values
 from tests import browser_utils as bu
-from tools import pytest_scheduler
+from tools import pytest_scheduler, testsettings
 
 RELEASE = bu.REPO / "course" / "release"
 BOOK = bu.REPO / "book"
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
 CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
 RUNNER = Path(__file__).with_name("release_runner.py")
+RELEASE_PATH = testsettings.run_paths()["release"]  # torch's CPU code path for the students' runs
 AS_A_USER = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]  # root, minus reading/writing anything
 # MyST that plain Markdown does not render: a role, a target line, a directive fence
 MYST = re.compile(r"\{[\w:-]+\}`|^\([\w-]+\)=\s*$|^(```+|:::+)\s*\{", re.M)
@@ -70,8 +71,12 @@ def read_only(*folders: Path):
 
 
 def student_env(students: dict, home: Path) -> dict:
+    """The student's environment: one thread, and torch's narrowest CPU code path (``ATEN_CPU_CAPABILITY``,
+    tools/testsettings.py's ``run_paths``), so the comparison of glued values with the book's, executed on the
+    widest, proves them independent of the CPU."""
     env = dict(students["env"], HOME=str(home), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               OPENBLAS_NUM_THREADS="1", PATH=f"{students['python'].parent}{os.pathsep}{os.environ['PATH']}")
+               OPENBLAS_NUM_THREADS="1", PATH=f"{students['python'].parent}{os.pathsep}{os.environ['PATH']}",
+               **{testsettings.CPU_PATH_VARIABLE: RELEASE_PATH})
     env.pop("JUPYTER_PATH", None)
     env.pop("PYTHONPATH", None)
     return env
@@ -140,7 +145,8 @@ def test_every_released_chapter_runs_as_a_student(student_runs, capsys):
     results = student_runs["results"]
     with capsys.disabled():
         times = ", ".join(f"{stem} {r['seconds']} s" for stem, r in sorted(results.items()))
-        print(f"\nreleased chapters run as a student (setpriv without DAC override, {os.cpu_count()} at once): "
+        print(f"\nreleased chapters run as a student (setpriv without DAC override, {os.cpu_count()} at once, "
+              f"ATEN_CPU_CAPABILITY={RELEASE_PATH}): "
               f"{student_runs['seconds']:.0f} s wall; {times}")
     assert sorted(results) == [p.stem for p in CHAPTERS], "every chapter has a release"
     for stem, result in results.items():
@@ -152,7 +158,9 @@ def test_every_released_chapter_runs_as_a_student(student_runs, capsys):
             f"{stem}: expected an unanswered exercise to raise NotImplementedError, got {result['errors']}")
         expected, got = glued_outside_exercises(read(BOOK / f"{stem}.ipynb")), glued_values(released)
         assert {name: got.get(name) for name in expected} == expected, (
-            f"{stem}: without myst-nb, attnlib.glue stored other values than the book's")
+            f"{stem}: without myst-nb and on torch's {RELEASE_PATH!r} CPU code path, attnlib.glue stored other "
+            "values than the book's (executed on the machine's widest path): a glued number whose digits depend "
+            "on the CPU; glue it with the digits the page shows (CONTRIBUTING.md, 'Numbers every CPU reproduces')")
 
 
 # --- every number in place, no MyST left ---------------------------------------------------------------
