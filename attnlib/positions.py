@@ -8,8 +8,10 @@ Two kinds are *added* to the embeddings (L, D) before the projections:
 Two act inside attention, on the scores, so that they depend only on the distance between positions:
 
 * ``apply_rotary``: rotary position embeddings (RoPE, Su et al. 2021) rotate each query and key by an
-  angle proportional to its position, in Llama's "rotate half" layout (coordinate i pairs with i + D/2);
-  ``rotary_matrix`` is the same rotation as an explicit (D, D) matrix, the readable reference path;
+  angle proportional to its position, in either layout models use: ``"half"`` (coordinate i pairs with i + D/2:
+  Hugging Face, GPT-NeoX) or ``"interleaved"`` (2i with 2i + 1: RoFormer, GPT-J, Meta's Llama), equal up to the
+  order of coordinates ``rotary_permutation``; ``rotary_matrix`` is the same rotation as an explicit (D, D)
+  matrix, the readable reference path;
 * ``alibi_bias``: ALiBi (Press et al. 2022) adds ``-m_h · distance`` to head h's scores, with the head
   slopes m_h of ``alibi_slopes``.
 """
@@ -98,36 +100,71 @@ def _positions(positions, length: int, device) -> torch.Tensor:
     return positions
 
 
-def apply_rotary(x: torch.Tensor, positions=None, base: float = 10_000.0) -> torch.Tensor:
-    """Rotate each row of x (..., L, D) by its position: pair (i, i + D/2) turns by angle position · θ_i.
+LAYOUTS = ("half", "interleaved")  # which coordinates RoPE pairs: (i, i + D/2) or (2i, 2i + 1)
+
+
+def _require_layout(layout) -> str:
+    if layout not in LAYOUTS:
+        raise ValueError(f"expected layout 'half' (pairs i, i + D/2: Hugging Face, GPT-NeoX) or 'interleaved' "
+                         f"(pairs 2i, 2i + 1: RoFormer, GPT-J, Meta's Llama), got {layout!r}")
+    return layout
+
+
+def apply_rotary(x: torch.Tensor, positions=None, base: float = 10_000.0, *, layout: str = "half") -> torch.Tensor:
+    """Rotate each row of x (..., L, D) by its position: pair i turns by angle position · θ_i.
 
     ``positions`` (..., L) broadcasts against x's leading dims; None means 0..L-1. D must be even.
-    Llama's layout: ``x cos + rotate_half(x) sin``. Angles are computed in float64 (float32 on MPS),
-    then cast to x's dtype.
+    ``layout`` says which coordinates form pair i: ``"half"`` pairs (i, i + D/2), Hugging Face's Llama and
+    GPT-NeoX (``x cos + rotate_half(x) sin``); ``"interleaved"`` pairs (2i, 2i + 1), RoFormer's paper, GPT-J and
+    Meta's reference Llama. The two are one rotation in two orders of coordinates:
+    ``apply_rotary(x[..., p], layout="half") == apply_rotary(x, layout="interleaved")[..., p]`` with
+    ``p = rotary_permutation(D)``. Angles are computed in float64 (float32 on MPS), then cast to x's dtype.
     """
     require_tensor("x", x)
     require_float("x", x)
     require_rank("x", x, 2, "(..., L, D)")
+    _require_layout(layout)
     freqs = rotary_frequencies(x.shape[-1], base, device=x.device)  # (D/2,)
     angles = _positions(positions, x.shape[-2], x.device)[..., None] * freqs  # (..., L, 1) * (D/2,) -> (..., L, D/2)
-    angles = torch.cat((angles, angles), dim=-1)  # (..., L, D): pair i's angle at i and at i + D/2
-    return x * angles.cos().to(x.dtype) + rotate_half(x) * angles.sin().to(x.dtype)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (..., L, D/2) each
+    if layout == "half":
+        return x * torch.cat((cos, cos), dim=-1) + rotate_half(x) * torch.cat((sin, sin), dim=-1)
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., L, D/2) each: pair i is (2i, 2i + 1)
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)  # (..., L, D)
 
 
-def rotary_matrix(position: float, dim: int, base: float = 10_000.0) -> torch.Tensor:
+def rotary_permutation(dim: int) -> torch.Tensor:
+    """The order of coordinates (D,) int64 that turns the interleaved layout into the half one:
+    ``[0, 2, ..., D-2, 1, 3, ..., D-1]``, so that pair (2i, 2i + 1) lands at (i, i + D/2).
+
+    Converting Meta's Llama weights to Hugging Face's layout permutes W_Q's and W_K's output features this
+    way (within each head); the attention scores are then the same.
+    """
+    require_positive_int("dim", dim)
+    if dim % 2:
+        raise ValueError(f"expected an even width D (coordinates are rotated in pairs), got D={dim}")
+    return torch.cat((torch.arange(0, dim, 2), torch.arange(1, dim, 2)))
+
+
+def rotary_matrix(position: float, dim: int, base: float = 10_000.0, *, layout: str = "half") -> torch.Tensor:
     """The rotation (D, D) float64 that ``apply_rotary`` applies at one position: ``x_rot = R @ x``.
 
-    Block-diagonal in the pairs (i, i + D/2): a 2×2 rotation by position · θ_i for each pair.
+    A 2×2 rotation by position · θ_i for each pair: (i, i + D/2) with ``layout="half"``, block-diagonal
+    (2i, 2i + 1) with ``layout="interleaved"``.
     """
     if isinstance(position, bool) or not isinstance(position, Real):
         raise TypeError(f"expected position to be a number, got {type(position).__name__}")
     if not math.isfinite(position):
         raise ValueError(f"expected a finite position, got {position}")
+    _require_layout(layout)
     freqs = rotary_frequencies(dim, base)  # (D/2,)
     half = dim // 2
     angles = float(position) * freqs
     matrix = torch.zeros(dim, dim, dtype=torch.float64)
-    pair, other = torch.arange(half), torch.arange(half) + half
+    if layout == "half":
+        pair, other = torch.arange(half), torch.arange(half) + half
+    else:
+        pair, other = torch.arange(0, dim, 2), torch.arange(1, dim, 2)
     matrix[pair, pair], matrix[other, other] = angles.cos(), angles.cos()
     matrix[pair, other], matrix[other, pair] = -angles.sin(), angles.sin()
     return matrix

@@ -20,6 +20,7 @@ from attnlib.positions import (
     apply_rotary,
     rotary_frequencies,
     rotary_matrix,
+    rotary_permutation,
     rotate_half,
     sinusoidal_positions,
 )
@@ -125,6 +126,77 @@ def test_rotated_scores_depend_only_on_the_position_difference(half, m, n, shift
     relative = q[0] @ rotary_matrix(n - m, 2 * half) @ k[0]
     assert torch.isclose(score, relative, atol=1e-9, rtol=1e-9)
     assert torch.isclose(score, shifted, atol=1e-9, rtol=1e-9)
+
+
+# --- the interleaved layout (RoFormer, GPT-J, Meta's Llama): against GPT-J's code and complex numbers ----------
+
+def _complex_rotary(x, positions, base=10_000.0):
+    """Meta's reference form, written independently: pair (2i, 2i+1) as the complex number x_2i + i x_2i+1,
+    multiplied by e^(i · position · θ_i)."""
+    dim = x.shape[-1]
+    theta = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (D/2,)
+    turn = torch.polar(torch.ones(len(positions), dim // 2, dtype=torch.float64),
+                       torch.as_tensor(positions, dtype=torch.float64)[:, None] * theta)  # (L, D/2) unit complex
+    pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], dim // 2, 2).contiguous())  # (..., L, D/2)
+    return torch.view_as_real(pairs * turn).flatten(-2)  # (..., L, D)
+
+
+@pytest.mark.parametrize("head_dim, length", [(8, 12), (64, 50), (2, 3)])
+def test_interleaved_rotary_equals_gptj(head_dim, length):
+    from transformers.models.gptj.modeling_gptj import apply_rotary_pos_emb as gptj_rotary  # noqa: PLC0415
+    from transformers.models.gptj.modeling_gptj import create_sinusoidal_positions  # noqa: PLC0415
+
+    x = randn(2, length, 3, head_dim, dtype=torch.float32, seed=head_dim)  # GPT-J's (B, L, H, D)
+    sincos = create_sinusoidal_positions(length, head_dim)[None]  # (1, L, D): sin of the D/2 angles, then cos
+    theirs = gptj_rotary(x, *torch.split(sincos, head_dim // 2, dim=-1))
+    ours = apply_rotary(x.transpose(1, 2), layout="interleaved").transpose(1, 2)  # ours rotates (..., L, D)
+    torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(half=st.integers(1, 24), length=st.integers(1, 9), offset=st.integers(-1_000, 5_000),
+       heads=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_interleaved_rotary_equals_the_complex_form(half, length, offset, heads, seed):
+    x = randn(heads, length, 2 * half, seed=seed)
+    positions = [offset + 3 * i for i in range(length)]
+    torch.testing.assert_close(apply_rotary(x, positions, layout="interleaved"), _complex_rotary(x, positions),
+                               atol=1e-9, rtol=1e-9)
+    rotated = torch.stack([rotary_matrix(p, 2 * half, layout="interleaved") @ row for p, row in zip(positions, x[0],
+                                                                                                     strict=True)])
+    torch.testing.assert_close(rotated, _complex_rotary(x, positions)[0], atol=1e-9, rtol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(half=st.integers(1, 16), length=st.integers(1, 8), offset=st.integers(0, 3_000), seed=st.integers(0, 2**16))
+def test_the_layouts_are_one_rotation_in_two_orders(half, length, offset, seed):
+    """Half layout on permuted coordinates = interleaved layout, permuted; so permuting W_Q's and W_K's output
+    features (what converting Meta's Llama weights to Hugging Face's does) leaves every score unchanged."""
+    dim, positions = 2 * half, list(range(offset, offset + length))
+    perm = rotary_permutation(dim)
+    assert sorted(perm.tolist()) == list(range(dim))
+    x = randn(length, dim, seed=seed)
+    torch.testing.assert_close(apply_rotary(x[:, perm], positions, layout="half"),
+                               apply_rotary(x, positions, layout="interleaved")[:, perm], atol=1e-10, rtol=0)
+    embeddings, w_q, w_k = randn(length, 3 * dim, seed=seed + 1), randn(dim, 3 * dim, seed=seed + 2), randn(
+        dim, 3 * dim, seed=seed + 3)  # nn.Linear's (d_out, D) weights
+    q, k = embeddings @ w_q.T, embeddings @ w_k.T  # (L, D) each
+    meta = apply_rotary(q, positions, layout="interleaved") @ apply_rotary(k, positions, layout="interleaved").T
+    q_hf, k_hf = embeddings @ w_q[perm].T, embeddings @ w_k[perm].T  # the converted weights: rows permuted
+    hf = apply_rotary(q_hf, positions, layout="half") @ apply_rotary(k_hf, positions, layout="half").T
+    torch.testing.assert_close(hf, meta, atol=1e-9, rtol=1e-9)
+    if half > 1 and length > 1:  # (at one position, query and key turn together: their score never changes)
+        wrong = apply_rotary(q, positions, layout="half") @ apply_rotary(k, positions, layout="half").T
+        assert not torch.allclose(wrong, meta, atol=1e-6)  # without the permutation the layouts give other scores
+
+
+def test_rotary_layout_is_checked():
+    with pytest.raises(ValueError, match="expected layout 'half'.*or 'interleaved'.*got 'llama'"):
+        apply_rotary(torch.zeros(3, 4), layout="llama")
+    with pytest.raises(ValueError, match="expected layout"):
+        rotary_matrix(1.0, 4, layout="")
+    with pytest.raises(ValueError, match="even width"):
+        rotary_permutation(5)
+    assert rotary_permutation(6).tolist() == [0, 2, 4, 1, 3, 5]
 
 
 def test_rotary_bad_input():
