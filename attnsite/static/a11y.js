@@ -117,8 +117,23 @@
     }
     return 'Wide content' + (sectionOf(box) ? ' in ' + sectionOf(box) : '');
   }
+  // Inline math does not scroll (a11y.css), unless it is wider than its box: then it is marked and scrolls.
+  function markWideMath() {
+    document.querySelectorAll('.bd-article span.math').forEach(function (span) {
+      var wide = span.scrollWidth > span.clientWidth + 4;
+      if (wide !== span.classList.contains('attnlib-wide-math')) { span.classList.toggle('attnlib-wide-math', wide); }
+    });
+  }
+  // A code block wider than its box by a rounding pixel or two would draw a scrollbar for nothing.
+  function unscrollRounding() {
+    document.querySelectorAll('.bd-article pre').forEach(function (pre) {
+      var over = pre.scrollWidth - pre.clientWidth;
+      var fits = over >= 1 && over <= 2;
+      if (fits !== pre.classList.contains('attnlib-fits')) { pre.classList.toggle('attnlib-fits', fits); }
+    });
+  }
   function fixScrollers() {
-    document.querySelectorAll('.bd-article div, .bd-article table').forEach(function (box) {
+    document.querySelectorAll('.bd-article div, .bd-article table, .bd-article span.attnlib-wide-math').forEach(function (box) {
       if (box.scrollWidth <= box.clientWidth + 1 || box.closest('svg')) { return; }
       var overflow = getComputedStyle(box).overflowX;
       if ((overflow === 'auto' || overflow === 'scroll') && !box.querySelector(FOCUSABLE) && !box.hasAttribute('tabindex')) {
@@ -132,6 +147,8 @@
   }
 
   function fixAll() {
+    unscrollRounding();
+    markWideMath();
     fixScrollers();
     document.querySelectorAll('.widget-slider').forEach(fixSlider);
     document.querySelectorAll('.widget-dropdown').forEach(fixDropdown);
