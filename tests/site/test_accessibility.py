@@ -250,7 +250,8 @@ def test_axe_finds_no_wcag_violation(page, mode, width, browsers, server, axe_re
                         + "\n    ".join(f"{n['target']}: {n['summary']}" for n in v["nodes"]) for v in wcag)
     assert wcag == [], f"{page} ({mode}, {width} px): {len(wcag)} WCAG 2.1 A/AA violations\n{details}"
     problems = look_at(driver, page, f"{mode}-{width}")
-    assert problems == [], f"{page} ({mode}, {width} px): {len(problems)} visual problems: {describe_problems(problems)}"
+    assert problems == [], (f"{page} ({mode}, {width} px): {len(problems)} visual problems: "
+                            f"{describe_problems(problems)}")
 
 
 @pytest.mark.parametrize("page", PAGES)

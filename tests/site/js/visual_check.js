@@ -1,6 +1,7 @@
 // What a person would see wrong on the page as it is drawn now (injected by tests/site/test_accessibility.py,
 // run in Chromium with classic scrollbars drawn, as on Windows and most Linux desktops):
-//  - "needless scrollbar": a box draws a scrollbar although its content overflows it by at most 2 px;
+//  - "needless scrollbar": a box draws a scrollbar although what it shows overflows it by at most 2 px
+//    (scrollWidth also counts MathJax's invisible assistive MathML: a formula "overflows" by 3-18 px);
 //  - "overflow": an element sticks out of its column (the article, else the window) with no ancestor
 //    between it and the column that scrolls or clips it;
 //  - "cut text": text shortened with an ellipsis;
@@ -49,6 +50,38 @@
     }
   })(document.body);
 
+  // How far what a person sees in ``box`` (its elements and text, not assistive MathML or visually hidden
+  // text, which scrollWidth counts) reaches past its client area: [right, bottom] in px, at least 0.
+  function visibleOverflow(box) {
+    var r = box.getBoundingClientRect();
+    var right = r.left + box.clientLeft + box.clientWidth - box.scrollLeft;
+    var bottom = r.top + box.clientTop + box.clientHeight - box.scrollTop;
+    var far = [0, 0], range = document.createRange(), seen = 0;
+    (function walk(el) {
+      for (var c = el.firstChild; c && seen < 20000; c = c.nextSibling) {
+        seen++;
+        var rect = null;
+        if (c.nodeType === 3) {
+          if (!c.textContent.trim()) { continue; }
+          range.selectNodeContents(c);
+          rect = range.getBoundingClientRect();
+        } else if (c.nodeType === 1) {
+          var tag = c.tagName.toLowerCase();
+          if (tag === 'mjx-assistive-mml' || tag === 'script' || tag === 'style') { continue; }
+          var style = getComputedStyle(c);
+          if (style.display === 'none' || visuallyHidden(c, style)) { continue; }
+          if (style.visibility !== 'hidden') { rect = c.getBoundingClientRect(); }
+          if (tag !== 'svg') { walk(c); }
+        }
+        if (rect && rect.width > 0 && rect.height > 0) {
+          far[0] = Math.max(far[0], rect.right - right);
+          far[1] = Math.max(far[1], rect.bottom - bottom);
+        }
+      }
+    })(box);
+    return [Math.round(far[0]), Math.round(far[1])];
+  }
+
   var scroller = document.scrollingElement || document.documentElement;
   var column = document.querySelector('.bd-article');
   var columnBox = column ? column.getBoundingClientRect() : null;
@@ -63,15 +96,18 @@
 
     // a scrollbar drawn: the box is thicker than its client area plus its borders
     if (style.overflowX !== 'visible' || style.overflowY !== 'visible') {
-      var barBelow = el.offsetHeight - el.clientHeight - borderY;
-      var barBeside = el.offsetWidth - el.clientWidth - borderX;
-      if (barBelow > 1 && el.scrollWidth - el.clientWidth <= SLACK) {
-        report('needless scrollbar', el, 'horizontal scrollbar; content overflows by ' +
-               (el.scrollWidth - el.clientWidth) + ' px');
-      }
-      if (barBeside > 1 && el.scrollHeight - el.clientHeight <= SLACK) {
-        report('needless scrollbar', el, 'vertical scrollbar; content overflows by ' +
-               (el.scrollHeight - el.clientHeight) + ' px');
+      var barBelow = el.offsetHeight - el.clientHeight - borderY > 1;
+      var barBeside = el.offsetWidth - el.clientWidth - borderX > 1;
+      if (barBelow || barBeside) {
+        var over = visibleOverflow(el);
+        if (barBelow && over[0] <= SLACK) {
+          report('needless scrollbar', el, 'horizontal scrollbar; what shows overflows by ' + over[0] +
+                 ' px (scrollWidth: ' + (el.scrollWidth - el.clientWidth) + ' px)');
+        }
+        if (barBeside && over[1] <= SLACK) {
+          report('needless scrollbar', el, 'vertical scrollbar; what shows overflows by ' + over[1] +
+                 ' px (scrollHeight: ' + (el.scrollHeight - el.clientHeight) + ' px)');
+        }
       }
     }
 
