@@ -203,7 +203,8 @@ def look_at(driver, page: str, state: str) -> list[dict]:
     problems = visual_problems(driver)
     name = _shot_name(page, state)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    bu.full_page_screenshot(driver, SCREENSHOTS / f"{name}.jpg", max_height=30000, scale=0.5, quality=70)
+    # a chapter at 390 px is up to ~42,000 CSS px tall: whole, it is a 195 x 21,000 px JPEG (~1 MB)
+    bu.full_page_screenshot(driver, SCREENSHOTS / f"{name}.jpg", max_height=64000, scale=0.5, quality=70)
     (SCREENSHOTS / f"{name}.json").write_text(json.dumps(problems, indent=1), encoding="utf-8")
     write_contact_sheet()
     return problems
