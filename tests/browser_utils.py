@@ -95,8 +95,13 @@ def serve(directory: Path) -> AbstractContextManager[str]:
 
 
 @contextmanager
-def chromium(width: int = 1280, height: int = 900):
-    """A headless Chromium (fresh profile, cache off) whose console and network are logged."""
+def chromium(width: int = 1280, height: int = 900, scrollbars: bool = False):
+    """A headless Chromium (fresh profile, cache off) whose console and network are logged.
+
+    With ``scrollbars``, classic scrollbars are drawn and take room, as on Windows and most Linux desktops
+    (headless Chromium otherwise hides them, ``--hide-scrollbars``): what a needless scrollbar looks like
+    is only seen, and measured, with them.
+    """
     from selenium import webdriver  # noqa: PLC0415 - only the browser tests need selenium
     from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
 
@@ -104,7 +109,8 @@ def chromium(width: int = 1280, height: int = 900):
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in CHROME_FLAGS:
-        options.add_argument(flag)
+        if not (scrollbars and flag == "--hide-scrollbars"):
+            options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile}")
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -186,8 +192,10 @@ def console_errors(driver) -> list[str]:
     return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
 
 
-def full_page_screenshot(driver, path: Path, max_height: int = 16000) -> Path:
-    """Write a PNG of the whole page (up to ``max_height`` CSS pixels tall) to ``path``.
+def full_page_screenshot(driver, path: Path, max_height: int = 16000, scale: float = 1.0,
+                         quality: int | None = None) -> Path:
+    """Write an image of the whole page (up to ``max_height`` CSS pixels tall) to ``path``: a PNG, or a JPEG of
+    ``quality`` (1-100) when given; ``scale`` shrinks it (0.5: half the CSS pixels in each direction).
 
     The window is made as tall as the page for the shot, so sticky sidebars and headers stay where a
     reader sees them; the window size is restored afterwards.
@@ -195,11 +203,16 @@ def full_page_screenshot(driver, path: Path, max_height: int = 16000) -> Path:
     import base64  # noqa: PLC0415
 
     width, height = driver.execute_script("return [window.innerWidth, window.innerHeight]")
-    full = driver.execute_script("return document.documentElement.scrollHeight")
-    metrics = {"width": width, "height": min(full, max_height), "deviceScaleFactor": 1, "mobile": False}
+    full = min(driver.execute_script("return document.documentElement.scrollHeight"), max_height)
+    metrics = {"width": width, "height": full, "deviceScaleFactor": 1, "mobile": False}
+    options: dict = {"format": "png"}
+    if quality is not None:
+        options = {"format": "jpeg", "quality": int(quality)}
+    if scale != 1.0:
+        options["clip"] = {"x": 0, "y": 0, "width": width, "height": full, "scale": scale}
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
     try:
-        shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png"})
+        shot = driver.execute_cdp_cmd("Page.captureScreenshot", options)
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -117,8 +117,38 @@
     }
     return 'Wide content' + (sectionOf(box) ? ' in ' + sectionOf(box) : '');
   }
+  // Inline math does not scroll (a11y.css), unless it is wider than its box: then it is marked and scrolls.
+  // Its width is the formula's (MathJax's container), not scrollWidth: that also counts the assistive MathML,
+  // which is clipped to nothing but makes every formula "overflow" by a few pixels.
+  function formulaWidth(span) {
+    var width = 0;
+    for (var c = span.firstElementChild; c; c = c.nextElementSibling) {
+      if (c.tagName !== 'SCRIPT' && c.tagName !== 'MJX-ASSISTIVE-MML') { width += c.offsetWidth; }
+    }
+    return width;
+  }
+  function markWideMath() {
+    document.querySelectorAll('.bd-article span.math').forEach(function (span) {
+      var wide = formulaWidth(span) > span.clientWidth + 4;
+      if (wide !== span.classList.contains('attnlib-wide-math')) { span.classList.toggle('attnlib-wide-math', wide); }
+    });
+  }
+  // A code block whose text fits but that "overflows" anyway, by a rounding pixel or two or by its own right
+  // padding (scrollWidth counts it after the longest line), would draw a scrollbar for nothing.
+  var range = document.createRange();
+  function textOverflow(pre) {
+    range.selectNodeContents(pre);
+    var text = range.getBoundingClientRect(), box = pre.getBoundingClientRect();
+    return text.right + pre.scrollLeft - (box.left + pre.clientLeft + pre.clientWidth);
+  }
+  function unscrollRounding() {
+    document.querySelectorAll('.bd-article pre').forEach(function (pre) {
+      var fits = pre.scrollWidth > pre.clientWidth && textOverflow(pre) <= 2;
+      if (fits !== pre.classList.contains('attnlib-fits')) { pre.classList.toggle('attnlib-fits', fits); }
+    });
+  }
   function fixScrollers() {
-    document.querySelectorAll('.bd-article div, .bd-article table').forEach(function (box) {
+    document.querySelectorAll('.bd-article div, .bd-article table, .bd-article span.attnlib-wide-math').forEach(function (box) {
       if (box.scrollWidth <= box.clientWidth + 1 || box.closest('svg')) { return; }
       var overflow = getComputedStyle(box).overflowX;
       if ((overflow === 'auto' || overflow === 'scroll') && !box.querySelector(FOCUSABLE) && !box.hasAttribute('tabindex')) {
@@ -132,6 +162,8 @@
   }
 
   function fixAll() {
+    unscrollRounding();
+    markWideMath();
     fixScrollers();
     document.querySelectorAll('.widget-slider').forEach(fixSlider);
     document.querySelectorAll('.widget-dropdown').forEach(fixDropdown);

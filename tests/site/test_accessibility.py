@@ -10,10 +10,18 @@ Also: no figure's text alternative is a file path or a generic word; no page is 
 screen (WCAG 1.4.10 reflow: code blocks may scroll inside themselves, the page may not); every
 explorer control is reached with Tab and changed with the arrow keys, and the shown state follows;
 BertViz's head toggles and thumbnails work from the keyboard.
+
+The browsers draw classic scrollbars (as on Windows and most Linux desktops), and every page state axe reads
+(each page light and dark at both widths, explorers moved, a BertViz head enlarged) is also looked at:
+``tests/site/js/visual_check.js`` counts needless scrollbars, elements sticking out of their column, text cut
+with an ellipsis and controls under 24 x 24 CSS px (0 allowed), and a half-scale JPEG of the whole page is
+kept in ``_build/screenshots/`` with a contact sheet, ``_build/screenshots/index.html``, to look at them all.
 """
 
 from __future__ import annotations
 
+import fcntl
+import html
 import json
 import os
 import re
@@ -30,6 +38,8 @@ pytestmark = pytest.mark.browser
 
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
 REPORT = SITE.parent / "a11y" / "axe.json"
+SCREENSHOTS = SITE.parent / "screenshots"  # half-scale JPEGs of every page state the tests read, index.html
+VISUAL_CHECK = Path(__file__).parent / "js" / "visual_check.js"
 AXE, WCAG_TAGS = bu.AXE, bu.WCAG_TAGS
 MODES = ["light", "dark"]
 WIDTHS = [1280, 390]
@@ -115,7 +125,7 @@ def browsers(server):
 
     def get(width: int):
         if width not in opened:
-            context = bu.chromium(width=width, height=900)
+            context = bu.chromium(width=width, height=900, scrollbars=True)
             opened[width] = context.__enter__()
             opened[width].set_script_timeout(180)
             stack.append(context)
@@ -124,6 +134,80 @@ def browsers(server):
     yield get
     for context in reversed(stack):
         context.__exit__(None, None, None)
+
+
+# --- what a person sees: the visual check and the screenshots ----------------------------------------------
+
+
+def visual_problems(driver) -> list[dict]:
+    """``visual_check.js`` on the page as it is drawn now: [{kind, selector, detail}], empty when it looks right."""
+    return driver.execute_script("return eval(arguments[0]);", VISUAL_CHECK.read_text(encoding="utf-8"))
+
+
+def describe_problems(problems: list[dict], limit: int = 25) -> str:
+    counts: dict[str, int] = {}
+    for problem in problems:
+        counts[problem["kind"]] = counts.get(problem["kind"], 0) + 1
+    return (", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) + "\n"
+            + "\n".join(f"  {p['kind']}: {p['selector']}: {p['detail']}" for p in problems[:limit])
+            + (f"\n  ... and {len(problems) - limit} more" if len(problems) > limit else ""))
+
+
+def _shot_name(page: str, state: str) -> str:
+    return f"{page.removesuffix('.html').replace('/', '__')}--{state}"
+
+
+CONTACT_SHEET = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Screenshots of the built site</title>
+<style>body{{font-family:sans-serif;margin:1em}} h2{{font-size:1em;margin:1.2em 0 .3em}}
+figure{{display:inline-block;vertical-align:top;margin:0 .6em .6em 0;text-align:center}}
+img{{border:1px solid #888;width:160px;height:240px;object-fit:cover;object-position:top}}
+figcaption{{font-size:.8em;max-width:160px}} .bad{{color:#b00020;font-weight:bold}}</style></head>
+<body><h1>Screenshots of the built site ({count} page states)</h1>
+<p>Half-scale, whole page, as <code>tests/site/test_accessibility.py</code> last saw each page and state; a
+thumbnail opens the image. The problem counts are those of <code>tests/site/js/visual_check.js</code>.</p>
+{pages}
+</body></html>
+"""
+
+
+def write_contact_sheet(folder: Path = SCREENSHOTS) -> Path:
+    """``folder/index.html``: every screenshot in ``folder`` as a thumbnail linking to it, grouped by page.
+
+    Written under a lock and replaced in one step: pytest-xdist workers each write after their own shots, and
+    whoever writes last lists every shot written before it."""
+    index = folder / "index.html"
+    with open(folder / ".index.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        groups: dict[str, list[str]] = {}
+        for shot in sorted(folder.glob("*.jpg")):
+            page, _, state = shot.stem.partition("--")
+            problems = folder / f"{shot.stem}.json"
+            count = len(json.loads(problems.read_text(encoding="utf-8"))) if problems.is_file() else None
+            note = "" if count is None else (f" <span class=bad>{count} problems</span>" if count else " ok")
+            groups.setdefault(page, []).append(
+                f'<figure><a href="{html.escape(shot.name)}"><img src="{html.escape(shot.name)}" loading="lazy" '
+                f'alt="{html.escape(page)}, {html.escape(state)}"></a><figcaption>{html.escape(state)}{note}'
+                f"</figcaption></figure>")
+        pages = "\n".join(f"<h2>{html.escape(page.replace('__', '/'))}</h2>\n" + "\n".join(figures)
+                          for page, figures in groups.items())
+        tmp = index.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(CONTACT_SHEET.format(count=sum(map(len, groups.values())), pages=pages), encoding="utf-8")
+        tmp.replace(index)
+    return index
+
+
+def look_at(driver, page: str, state: str) -> list[dict]:
+    """The visual check of the page as it is now, and its half-scale JPEG kept as ``SCREENSHOTS/<page>--<state>``
+    (the problems beside it as JSON, both in the contact sheet); returns the problems."""
+    problems = visual_problems(driver)
+    name = _shot_name(page, state)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    # a chapter at 390 px is up to ~42,000 CSS px tall: whole, it is a 195 x 21,000 px JPEG (~1 MB)
+    bu.full_page_screenshot(driver, SCREENSHOTS / f"{name}.jpg", max_height=64000, scale=0.5, quality=70)
+    (SCREENSHOTS / f"{name}.json").write_text(json.dumps(problems, indent=1), encoding="utf-8")
+    write_contact_sheet()
+    return problems
 
 
 # --- axe-core on every page, light and dark, desktop and phone ------------------------------------------
@@ -166,6 +250,9 @@ def test_axe_finds_no_wcag_violation(page, mode, width, browsers, server, axe_re
     details = "\n".join(f"  {v['id']} ({v['impact']}, {v['count']} nodes): {v['help']}\n    "
                         + "\n    ".join(f"{n['target']}: {n['summary']}" for n in v["nodes"]) for v in wcag)
     assert wcag == [], f"{page} ({mode}, {width} px): {len(wcag)} WCAG 2.1 A/AA violations\n{details}"
+    problems = look_at(driver, page, f"{mode}-{width}")
+    assert problems == [], (f"{page} ({mode}, {width} px): {len(problems)} visual problems: "
+                            f"{describe_problems(problems)}")
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -431,6 +518,9 @@ def test_explorers_work_by_keyboard(page, browsers, server):
     # light mode at 1280 px, so axe reads what the keys changed: the explorers (controls already asserted above)
     wcag = bu.wcag_violations(driver, parts=[".attnlib-explorer"])
     assert wcag == [], f"{page} after its explorers moved: {len(wcag)} WCAG violations\n{bu.describe_violations(wcag)}"
+    problems = look_at(driver, page, "light-1280-explorers-moved")
+    assert problems == [], (f"{page} after its explorers moved: {len(problems)} visual problems: "
+                            f"{describe_problems(problems)}")
 
 
 HEAD_SWITCHES = """
@@ -514,6 +604,9 @@ def test_bertviz_model_view_by_keyboard_and_fits(page, browsers, server):
     assert driver.execute_script(MODEL_DETAIL) > 0, "Enter did not enlarge the head"
     wcag = bu.wcag_violations(driver, parts=['[id^="attnlib-model-"]'])  # what Enter changed; the rest: test_axe
     assert wcag == [], f"{page} with a head enlarged: {len(wcag)} WCAG violations\n{bu.describe_violations(wcag)}"
+    problems = look_at(driver, page, f"light-{width}-head-enlarged")
+    assert problems == [], (f"{page} with a head enlarged: {len(problems)} visual problems: "
+                            f"{describe_problems(problems)}")
     _press(driver, Keys.ESCAPE)
     assert driver.execute_script(MODEL_DETAIL) == 0, "Escape did not close the enlarged head"
     assert driver.execute_script(FOCUS_INFO)["label"].startswith("layer 1, head 0"), "Escape lost the focus"
