@@ -16,6 +16,9 @@ Every test cell of every chapter ends the same way, so a student sees the same w
 * A rule the exercise states ("without ``@``", "do not call ``split_heads``") is checked on the
   student's function, not trusted: ``forbid(func, names=("cumsum",), operators=("@",), rule="...")``
   raises ``AssertionError`` naming the rule and the line that broke it.
+* A rule that asks for a call ("with **one call** to ``scaled_dot_product_attention``") is counted while the
+  student's function runs: ``with calls(nops.scaled_dot_product_attention) as made: running_mean(v)``, then
+  ``made.count``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import ast
 import builtins
 import importlib
 import inspect
+import sys
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -208,6 +212,34 @@ def forbid(func: Callable, *, rule: str, names: Iterable[str] = (), operators: I
     """Raise AssertionError when ``func`` breaks the exercise's stated ``rule`` (a name or operator it may not use)."""
     found = violations(func, names, operators)
     assert not found, f"the exercise says: {rule}; {func.__name__} breaks it at " + ", ".join(found)
+
+
+class _Calls:
+    """How many times a function ran: ``count``, filled in by ``calls``."""
+
+    def __init__(self, name: str):
+        self.name, self.count = name, 0
+
+
+@contextmanager
+def calls(target: Callable) -> Iterator[_Calls]:
+    """Count the calls of ``target`` made inside the block, however the code names it (an alias, a module's
+    attribute, a helper calling it): ``with calls(nops.scaled_dot_product_attention) as made: ...``, then
+    ``made.count``. A checked step (``@checked``) counts once per call, not once for its check and once for it."""
+    code = inspect.unwrap(target).__code__  # the step itself: every @checked wrapper shares one code object
+    made, previous = _Calls(getattr(target, "__name__", repr(target))), sys.getprofile()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is code:
+            made.count += 1
+        if previous is not None:
+            previous(frame, event, arg)
+
+    sys.setprofile(profile)
+    try:
+        yield made
+    finally:
+        sys.setprofile(previous)
 
 
 class Credit:

@@ -35,6 +35,16 @@ def bahdanau_scores(query, key, w_q, w_k, w):
     """Calls the library function the exercise says not to call, renamed."""
     return addsc(*(torch.from_numpy(a) for a in (query, key, w_q, w_k, w))).numpy()
 ''',
+            # the right formula in torch: breaks "NumPy only", so it loses that rule's point
+            "writes it in torch": '''import numpy as np
+import torch
+
+
+def bahdanau_scores(query, key, w_q, w_k, w):
+    """The additive scores computed with torch instead of NumPy."""
+    q, k, wq, wk, v = (torch.from_numpy(a) for a in (query, key, w_q, w_k, w))
+    return (torch.tanh((q @ wq)[:, None, :] + (k @ wk)[None, :, :]) @ v).numpy()
+''',
         },
         "alternative": '''import numpy as np
 
@@ -49,13 +59,31 @@ def bahdanau_scores(query, key, w_q, w_k, w):
 ''',
     },
     "ex2": {
-        "wrong": '''import numpy as np
+        "wrong": {
+            "one norm for the whole matrix": '''import numpy as np
 
 
 def cosine_scores(query, key):
     """Divides by one norm for the whole matrix instead of each vector's own length."""
     return (query @ key.T) / (np.linalg.norm(query) * np.linalg.norm(key))
 ''',
+            # a stub that returns the right shape, and 1 wherever a vector meets itself
+            "all ones": '''import numpy as np
+
+
+def cosine_scores(query, key):
+    """Every entry 1: right on the diagonal of a vector against itself, nowhere else."""
+    return np.ones((query.shape[0], key.shape[0]))
+''',
+            # keeps the signs and lies in [-1, 1], but drops every length *and* every angle
+            "the sign of the scores": '''import numpy as np
+
+
+def cosine_scores(query, key):
+    """Only the sign of each score survives: -1, 0 or 1."""
+    return np.sign(query @ key.T)
+''',
+        },
         "shortcut": None,
         "alternative": '''import numpy as np
 

@@ -15,7 +15,24 @@ ANSWERS = {
     return (top + np.log(np.exp(x - top).sum(axis=-1, keepdims=True)))[..., 0]
 ''',
         },
-        "shortcut": None,
+        # the exercise asks for the shift identity: a library's log-sum-exp, under any name, earns nothing
+        "shortcut": {
+            "torch.logsumexp": '''def logsumexp(x):
+    """Hands the work to torch."""
+    return torch.logsumexp(torch.from_numpy(x), dim=-1).numpy()
+''',
+            "np.logaddexp.reduce": '''def logsumexp(x):
+    """NumPy's pairwise log-add, folded along the last axis: stable, and not the exercise."""
+    return np.logaddexp.reduce(x, axis=-1)
+''',
+            "scipy's logsumexp under an alias": '''from scipy.special import logsumexp as lse
+
+
+def logsumexp(x):
+    """SciPy's log-sum-exp, imported under another name."""
+    return lse(x, axis=-1)
+''',
+        },
         "alternative": '''def logsumexp(x):
     """Shift by the row maximum, with -inf rows handled by masking instead of np.where."""
     top = np.max(x, axis=-1)
@@ -25,11 +42,18 @@ ANSWERS = {
 ''',
     },
     "ex2": {
-        "wrong": '''def sliding_window_mask(length, window):
+        "wrong": {
+            "off by one": '''def sliding_window_mask(length, window):
     """Off by one: lets each query see `window` earlier tokens plus itself."""
     offset = np.arange(length)[:, None] - np.arange(length)[None, :]
     return (offset >= 0) & (offset <= window)
 ''',
+            # the right band as 0/1 integers: nops.apply_mask would add it to the scores instead of hiding keys
+            "0/1 integers, not booleans": '''def sliding_window_mask(length, window):
+    """The band between two diagonals, as integers."""
+    return np.tril(np.ones((length, length), dtype=int)) - np.tril(np.ones((length, length), dtype=int), -window)
+''',
+        },
         "shortcut": None,
         "alternative": '''def sliding_window_mask(length, window):
     """Two loops, one entry at a time."""

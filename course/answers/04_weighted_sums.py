@@ -46,7 +46,27 @@ ANSWERS = {
     output, _ = nops.scaled_dot_product_attention(zeros, zeros, value)
     return output
 ''',
-        "shortcut": None,
+        # the exercise asks for one call to attention: any other way to the running mean earns nothing
+        "shortcut": {
+            "np.cumsum": '''def running_mean(value):
+    """The running mean from a cumulative sum: right numbers, no attention."""
+    return np.cumsum(value, axis=0) / np.arange(1, value.shape[0] + 1)[:, None]
+''',
+            "attention once per row": '''def running_mean(value):
+    """Attention again for every prefix: L calls instead of one causal call."""
+    rows = []
+    for i in range(value.shape[0]):
+        zeros = np.zeros((i + 1, 1))
+        rows.append(nops.scaled_dot_product_attention(zeros[-1:], zeros, value[: i + 1])[0][0])
+    return np.stack(rows)
+''',
+            "a lower-triangular average, no attention": '''def running_mean(value):
+    """Row i of tril(ones) / (i + 1) averages rows 0..i: the weights built by hand."""
+    length = value.shape[0]
+    weights = np.tril(np.ones((length, length))) / np.arange(1, length + 1)[:, None]
+    return weights @ value
+''',
+        },
         "alternative": '''def running_mean(value):
     """Equal scores from any constant query and key, with a boolean causal mask instead of is_causal."""
     ones = np.ones((value.shape[0], 3))

@@ -8,7 +8,7 @@ from numpy import cumsum as running_total
 import attnlib.numpy_ops as helpers
 from attnlib import numpy_ops
 from attnlib.alternatives import additive_scores as addsc
-from attnlib.exercises import Credit, forbid, passed, violations
+from attnlib.exercises import Credit, calls, forbid, passed, violations
 
 
 def _with_matmul(a, b):
@@ -126,6 +126,28 @@ def test_forbid_rejects_unknown_operator_and_builtins():
         violations(_with_matmul, operators=("%%",))
     with pytest.raises(TypeError, match="expected a function defined"):
         violations(len)
+
+
+def _attend_per_row(value):
+    """Attention once per row, under an alias: as many calls as rows."""
+    attend = helpers.scaled_dot_product_attention
+    zeros = np.zeros((value.shape[0], 1))
+    return np.stack([attend(zeros[i:i + 1], zeros[:i + 1], value[:i + 1])[0][0] for i in range(value.shape[0])])
+
+
+def test_calls_counts_a_checked_step_however_it_is_named():
+    value = np.arange(8.0).reshape(4, 2)
+    with calls(numpy_ops.scaled_dot_product_attention) as made:
+        per_row = _attend_per_row(value)
+    assert made.count == 4  # one per row, each counted once although @checked wraps the step
+    zeros = np.zeros((4, 1))
+    with calls(numpy_ops.scaled_dot_product_attention) as once:
+        whole, _ = numpy_ops.scaled_dot_product_attention(zeros, zeros, value, is_causal=True)
+    assert once.count == 1
+    np.testing.assert_allclose(per_row, whole)  # the same running mean, computed both ways
+    with calls(numpy_ops.scaled_dot_product_attention) as none:
+        np.cumsum(value, axis=0)
+    assert none.count == 0
 
 
 def test_credit_scores_parts(capsys):
