@@ -84,8 +84,8 @@ def test_the_exported_weights_are_the_chapters_trained_model(exported):
     """The chapter's stored losses (cell 90445885) come out again from the served weights."""
     model = _model(exported)
     evaluation = repeated_tokens(256, 16, 32, generator=torch.Generator().manual_seed(2024))  # the chapter's
-    assert round(ablation_loss(model, evaluation, 16), 2) == _glued("loss_intact")
-    assert round(ablation_loss(model, evaluation, 16, [(0, 0)]), 2) == _glued("loss_prev_zero")
+    assert round(ablation_loss(model, evaluation, 16), 1) == _glued("loss_intact")  # glued to 0.1: CPUs differ
+    assert round(ablation_loss(model, evaluation, 16, [(0, 0)]), 1) == _glued("loss_prev_zero")
     served = sum(int(np.prod(w.shape)) for w in li.decode_weights(exported).values())
     assert served == sum(p.numel() for p in model.parameters()) and round(served, -3) == _glued("induction_weights")
 
