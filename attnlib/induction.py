@@ -81,10 +81,18 @@ def _cached_layer(layer: MultiHeadAttention, x: torch.Tensor, cache: KVCache, in
 
 def repeated_tokens(batch_size: int, half: int, vocab_size: int, generator: torch.Generator | None = None,
                     device=None) -> torch.Tensor:
-    """(B, 2 * half) integer tokens: ``half`` uniformly random tokens, then the same ``half`` again."""
+    """(B, 2 * half) integer tokens: ``half`` *distinct* random tokens, then the same ``half`` again.
+
+    The first half is drawn without replacement (the first ``half`` entries of a random permutation of the
+    vocabulary), so every token of the repeat has exactly one earlier occurrence: the next token is then
+    determined by induction, and inside the first half no token has an earlier copy.
+    """
     for name, value in (("batch_size", batch_size), ("half", half), ("vocab_size", vocab_size)):
         require_positive_int(name, value)
-    first = torch.randint(vocab_size, (batch_size, half), generator=generator)
+    if half > vocab_size:
+        raise ValueError(f"expected half <= vocab_size (the first half holds distinct tokens), got half={half} "
+                         f"and vocab_size={vocab_size}")
+    first = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=1)[:, :half]  # distinct per row
     return torch.cat([first, first], dim=1).to(device)
 
 
@@ -122,6 +130,21 @@ def repeat_loss(logits: torch.Tensor, tokens: torch.Tensor, half: int) -> torch.
     return nn.functional.cross_entropy(logits[:, predictable].flatten(0, 1), tokens[:, half + 1:].flatten())
 
 
+def context_measures(model: AttentionOnlyTransformer, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per predicted position, averaged over the batch: tokens (B, L) -> ``{"loss": (L - 1,), "seen": (L - 1,)}``.
+
+    Position ``j`` predicts token ``j + 1`` from tokens ``0..j``. ``loss``: its cross-entropy (nats);
+    ``seen``: the probability it puts on the tokens that already occur among ``0..j``, which a model that
+    has learned only "tokens in the context come again" (an in-context unigram) raises without copying.
+    """
+    with torch.no_grad():
+        logits, _ = model(tokens[:, :-1])  # (B, L - 1, vocab)
+    loss = nn.functional.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")  # (B, L - 1)
+    present = nn.functional.one_hot(tokens[:, :-1], logits.shape[-1]).cumsum(dim=1) > 0  # (B, L - 1, vocab)
+    seen = (logits.softmax(dim=-1) * present).sum(dim=-1)  # (B, L - 1)
+    return {"loss": loss.mean(dim=0), "seen": seen.mean(dim=0)}
+
+
 def train_induction(model: AttentionOnlyTransformer, steps: int, halves=range(4, 17), batch_size: int = 32,
                     lr: float = 3e-3, seed: int = 0, probe_every: int = 25, probe_half: int = 16) -> dict[str, list]:
     """Train ``model`` to predict the next token (every position counts) of ``repeated_tokens`` sequences.
@@ -130,7 +153,7 @@ def train_induction(model: AttentionOnlyTransformer, steps: int, halves=range(4,
     batch, so the model cannot find the copy by position alone. Returns a history dict: ``loss`` (all
     positions) and ``repeat_loss`` per step, and every ``probe_every`` steps (``probe_step``) the
     ``induction`` and ``previous`` head scores (layers, H) on a fixed probe of 64 sequences of
-    ``2 * probe_half`` tokens.
+    ``2 * probe_half`` tokens, and that probe's ``position_loss`` and ``seen`` (``context_measures``).
     """
     vocab = model.embed.num_embeddings
     device = model.embed.weight.device
@@ -138,13 +161,17 @@ def train_induction(model: AttentionOnlyTransformer, steps: int, halves=range(4,
     halves = list(halves)
     probe = repeated_tokens(64, probe_half, vocab, generator=torch.Generator().manual_seed(seed + 1), device=device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    history = {"loss": [], "repeat_loss": [], "probe_step": [], "induction": [], "previous": []}
+    history = {"loss": [], "repeat_loss": [], "probe_step": [], "induction": [], "previous": [], "position_loss": [],
+               "seen": []}
     for step in range(steps + 1):
         if step % probe_every == 0 or step == steps:
             scores = head_scores(model, probe, probe_half)
             history["probe_step"].append(step)
             history["induction"].append(scores["induction"])
             history["previous"].append(scores["previous"])
+            measures = context_measures(model, probe)
+            history["position_loss"].append(measures["loss"])
+            history["seen"].append(measures["seen"])
         if step == steps:
             break
         half = halves[int(torch.randint(len(halves), (), generator=gen))]

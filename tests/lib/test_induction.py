@@ -8,6 +8,7 @@ import torch
 from attnlib.causal import kv_cache_bytes
 from attnlib.induction import (
     AttentionOnlyTransformer,
+    context_measures,
     head_scores,
     induction_scores,
     previous_token_scores,
@@ -68,6 +69,24 @@ def test_repeated_tokens_repeat_and_are_seeded():
     again = repeated_tokens(3, 5, 7, generator=torch.Generator().manual_seed(0))
     assert tokens.shape == (3, 10) and torch.equal(tokens[:, :5], tokens[:, 5:]) and torch.equal(tokens, again)
     assert int(tokens.min()) >= 0 and int(tokens.max()) < 7
+    assert all(len(set(row[:5].tolist())) == 5 for row in tokens)  # the first half: distinct tokens
+    full = repeated_tokens(2, 7, 7, generator=torch.Generator().manual_seed(1))  # half = vocabulary: a permutation
+    assert all(sorted(row[:7].tolist()) == list(range(7)) for row in full)
+    with pytest.raises(ValueError, match="half <= vocab_size"):
+        repeated_tokens(1, 8, 7)
+
+
+def test_context_measures_of_a_copying_and_a_uniform_predictor():
+    tokens = repeated_tokens(4, 6, 9, generator=torch.Generator().manual_seed(2))
+
+    class Uniform(torch.nn.Module):
+        def forward(self, t):
+            return torch.zeros(*t.shape, 9), None
+
+    measures = context_measures(Uniform(), tokens)
+    seen_count = torch.arange(1, 12).clamp(max=6).float()  # distinct tokens among 0..j: j + 1, at most 6
+    torch.testing.assert_close(measures["seen"], seen_count / 9)
+    torch.testing.assert_close(measures["loss"], torch.full((11,), float(torch.log(torch.tensor(9.0)))))
 
 
 def test_scores_of_designed_heads():
