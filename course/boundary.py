@@ -134,14 +134,22 @@ class StudentKernel:
             bound_outputs(cell, self.limits.output)
         return nb
 
-    def _execute(self, cell, index: int, where: str) -> None:
+    def _execute(self, cell, index: int | None, where: str) -> None:
+        """Execute one cell of the notebook (``index``) or, with ``index`` None, a cell of the grader's own,
+        appended for its run and taken out again (nbclient writes a cell's outputs into the notebook)."""
         started = time.monotonic()
+        cells = self.client.nb.cells
+        if index is None:
+            cells.append(cell)
         try:
-            self.client.execute_cell(cell, index)
+            self.client.execute_cell(cell, len(cells) - 1 if index is None else index)
         except DeadKernelError:
             self.dead = True
             self.stops.append(Stop(where, "the kernel died (a limit: CPU seconds, memory or processes)"))
             return
+        finally:
+            if index is None:
+                cells.pop()
         spent = time.monotonic() - started
         interrupted = any(o.get("ename") == "KeyboardInterrupt" for o in cell.get("outputs", []))
         if interrupted and spent >= self.limits.cell_s * 0.95:
@@ -152,7 +160,7 @@ class StudentKernel:
         if self.dead:
             raise StudentError(f"{name} cannot run: the student's kernel was stopped by a limit")
         if self.calls == 0:
-            self._execute(nbformat.v4.new_code_cell(HELPER), -1, "the grader's helper")
+            self._execute(nbformat.v4.new_code_cell(HELPER), None, "the grader's helper")
         self.calls += 1
         request, reply = self.scratch / f"call-{self.calls}.pkl", self.scratch / f"reply-{self.calls}"
         for stale in (reply.with_suffix(".json"), reply.with_suffix(".npz")):
@@ -160,7 +168,7 @@ class StudentKernel:
         request.write_bytes(pickle.dumps((args, kwargs, trace)))  # grader -> student: the student may read it
         before = len(self.stops)
         self._execute(nbformat.v4.new_code_cell(f"__boundary_call({name!r}, {str(request)!r}, {str(reply)!r})"),
-                      -1, f"a call of {name}")
+                      None, f"a call of {name}")
         if len(self.stops) > before or self.dead:
             raise StudentError(f"{name}: {self.stops[-1].why}")
         return read_reply(reply, name)

@@ -72,7 +72,8 @@ def bwrap_args(scratch: Path) -> list[str]:
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
              "--bind", str(scratch), str(scratch), "--chdir", str(scratch),
              "--setenv", "HOME", str(scratch), "--setenv", "TMPDIR", "/tmp",
-             "--unsetenv", "JPY_PARENT_PID"]  # its parent is the namespace's init: bwrap ends it (--die-with-parent)
+             # its parent is the namespace's init (pid 1: ipykernel polls no parent); bwrap ends it with the grader
+             "--setenv", "JPY_PARENT_PID", "1"]
     return args
 
 
