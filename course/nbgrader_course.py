@@ -45,7 +45,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from course.exercise_cells import nbgrader
-from course.grades import awaits_grader, gradebook
+from course.grades import awaits_grader, gradebook, save_stops
 from course.markup import Bibliography, equation_numbers, release_links, student_notebook
 
 COURSE_ID = "attention-step-by-step"
@@ -291,23 +291,6 @@ def set_due(root: Path, assignment: str, due: str) -> str:
         return str(gb.update_or_create_assignment(assignment, duedate=parse_utc(due)).duedate)
 
 
-STOPS = "stopped.json"  # {"<student>/<assignment>": ["3.1: stopped after 30 s", ...]}, the last grading's
-
-
-def stops(root: Path) -> dict[str, list[str]]:
-    """What a sandbox limit stopped in each submission's last grading (the grade sheet's note column)."""
-    path = Path(root) / STOPS
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def _save_stops(root: Path, key: str, found: list[str]) -> None:
-    known = stops(root)
-    known.pop(key, None)
-    if found:
-        known[key] = found
-    (Path(root) / STOPS).write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
-
-
 def _ledger(root: Path) -> dict[str, str]:
     path = Path(root) / "graded.json"
     return json.loads(path.read_text()) if path.is_file() else {}
@@ -478,7 +461,7 @@ def _note(root: Path, result: Graded, ledger: dict, pair: tuple[str, str], diges
     student, assignment = pair
     key = f"{student}/{assignment}"
     result.stopped += [f"{student} {stop}" for stop in outcome.get("stops", [])]
-    _save_stops(root, key, outcome.get("stops", []))
+    save_stops(root, key, outcome.get("stops", []))
     if not outcome["success"]:
         log = _save_log(root, f"autograde-{student}-{assignment}", outcome)
         result.failed.append(f"{key}: nbgrader autograde failed: {nbgrader_reason(outcome)} (nbgrader's log: {log})")

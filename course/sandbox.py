@@ -56,12 +56,14 @@ def _library() -> Path:
     return Path(attnlib.__file__).resolve().parent
 
 
+NOBODY = 65534
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 
 
 def bwrap_args(scratch: Path) -> list[str]:
     """bubblewrap's arguments: the read-only system, Python and attnlib, ``scratch`` writable, all else absent."""
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--uid", str(NOBODY), "--gid", str(NOBODY)]  # inside, the student is nobody, with no capability
     for folder in SYSTEM:
         if Path(folder).is_symlink():
             args += ["--symlink", os.readlink(folder), folder]

@@ -122,8 +122,8 @@ def run_check(source: str, namespace: dict) -> list[dict]:
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     printed, outputs = io.StringIO(), []
     try:
-        with contextlib.redirect_stdout(printed), warnings.catch_warnings():
-            warnings.simplefilter("default")
+        with contextlib.redirect_stdout(printed), warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")  # kept here, unshown: a warning counts only where a check says so
             exec(compile(tree, "<test cell>", "exec"), namespace)  # noqa: S102 - the instructor's tests
             value = eval(compile(ast.Expression(last.value), "<test cell>", "eval"), namespace) if last else None  # noqa: S307
     except Exception as error:  # noqa: BLE001 - any failure of the checks is the verdict

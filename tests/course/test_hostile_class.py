@@ -1,6 +1,6 @@
 """A hostile class, graded with the documented commands as an ordinary user: every trick fails (issue #31).
 
-One assignment, ``03_softmax`` cut down to chapter 3's setup cell and its two autograded exercises (the real
+One assignment, ``03_softmax`` cut down to the imports and chapter 3's two autograded exercises (the real
 answer and test cells, hidden tests included), and one student per trick: patching ``np.testing``, silencing
 warnings, reading the course folder (``source/`` with the hidden tests, the other students), writing the
 gradebook and the course folder, an endless loop and a 60 MB print, plus an honest wrong answer and the
@@ -28,8 +28,8 @@ from tests.course.test_course import WITHOUT_DAC, overrides_permissions
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = ROOT / "book" / "03_softmax.ipynb"
 STEM = "03_softmax"
-SETUP_CELL = "2a56e9f7"  # chapter 3's imports
-CELL_LIMIT_S = 5
+SETUP = "import warnings\n\nimport numpy as np\nimport torch\n\nfrom attnlib import numpy_ops as nops"  # 3's tests need
+CELL_LIMIT_S = 10
 MODES = {"jobs 1": ["--jobs", "1"], "jobs 2": ["--jobs", "2"], "dask": ["--jobs", "2", "--dask", "local"]}
 HIDDEN_LINE = "_rng = np.random.default_rng(3)"  # a line of 3.1's hidden tests
 
@@ -54,7 +54,8 @@ def tricks(course: Path) -> dict[str, tuple[str, str]]:
                      "warnings.warn = lambda *a, **k: None\nsys.stderr = open(os.devnull, 'w')\n", None),
         "snoop": (WRONG_LSE + "import glob, os\n_seen = glob.glob('../../../*/*') + glob.glob('../../../*/*/*')\n"
                   f"_seen += glob.glob({str(course)!r} + '/**', recursive=True)\n"
-                  f"print('SEEN', [p for p in _seen if {course.name!r} in p or 'gradebook' in p or '.ipynb' in p])\n"
+                  "print('SEEN', [p for p in _seen if os.path.exists(p) and "
+                  f"({course.name!r} in p or 'gradebook' in p or '.ipynb' in p)])\n"
                   f"print('SOURCE', open({str(course / 'source' / STEM / f'{STEM}.ipynb')!r}).read()"
                   " if os.path.exists(" f"{str(course / 'source')!r}) else 'no source')\n", WRONG_MASK),
         "vandal": (WRONG_LSE + "import sqlite3, os, subprocess\n"
@@ -79,10 +80,10 @@ def model_answer(exercise: str) -> str:
 
 
 def tiny_chapter(book: Path) -> None:
-    """``book/03_softmax.ipynb``: chapter 3's setup cell and its two autograded exercises, as they are."""
+    """``book/03_softmax.ipynb``: the imports its tests need and chapter 3's two autograded exercises as they are."""
     chapter = nbformat.read(CHAPTER, as_version=4)
-    keep = [c for c in chapter.cells if c.get("id") == SETUP_CELL
-            or nbgrader(c).get("grade_id", "").split("-")[1:2] in (["ex1"], ["ex2"])]
+    keep = [nbformat.v4.new_code_cell(SETUP)] + [
+        c for c in chapter.cells if nbgrader(c).get("grade_id", "").split("-")[1:2] in (["ex1"], ["ex2"])]
     headings = {"ex1": "### Exercise 3.1: log-sum-exp (3 points)",
                 "ex2": "### Exercise 3.2: a sliding window (2 points)"}
     cells = [nbformat.v4.new_markdown_cell("# 3. Softmax\n\n## Exercises")]
@@ -185,7 +186,7 @@ def test_the_sandbox_held_nothing_of_the_course(graded, mode):
     for student in tricks(course):
         assert HIDDEN_LINE not in (course / "autograded" / student / STEM / f"{STEM}.ipynb").read_text()
     vandal = (course / "autograded" / "vandal" / STEM / f"{STEM}.ipynb").read_text()
-    assert "no gradebook:" in vandal and "uid=" in vandal  # it ran, and found nothing to write
+    assert "no gradebook:" in vandal and "uid=65534" in vandal  # it ran as nobody, and found nothing to write
     assert not list(course.parent.rglob("pwned.txt"))
     assert graded[mode]["inbox_after"] == graded[mode]["inbox_before"]
     with gradebook(course) as gb:
