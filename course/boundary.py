@@ -132,9 +132,11 @@ class StudentKernel:
                                      connection_file=str(self.scratch / "kernel.json"))
         self.calls = 0
 
-    def run(self, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-        """Execute every code cell of ``nb`` (in place) with the limits; the kernel stays up for ``call``."""
-        self.client = _Client(nb, km=self.km, timeout=self.limits.cell_s, interrupt_on_timeout=True,
+    def run(self, nb: nbformat.NotebookNode, chapter: frozenset[str] = frozenset()) -> nbformat.NotebookNode:
+        """Execute every code cell of ``nb`` (in place) with the limits; the kernel stays up for ``call``.
+        A cell whose source is in ``chapter`` (the chapter's own cells, as released) gets ``chapter_cell_s``."""
+        self.chapter = chapter
+        self.client = _Client(nb, km=self.km, timeout_func=self.timeout, interrupt_on_timeout=True,
                               allow_errors=True, kernel_name="student", record_timing=False,
                               iopub_timeout=30)  # a large output may still be on its way after the reply
         self._kernel = self.client.setup_kernel(cleanup_kc=True, cwd=str(self.scratch))
@@ -145,6 +147,10 @@ class StudentKernel:
             self._execute(cell, index, f"cell {index}")
             bound_outputs(cell, self.limits.output)
         return nb
+
+    def timeout(self, cell) -> float:
+        """The wall seconds ``cell`` may run."""
+        return self.limits.chapter_cell_s if cell.source in self.chapter else self.limits.cell_s
 
     def _execute(self, cell, index: int | None, where: str) -> None:
         """Execute one cell of the notebook (``index``) or, with ``index`` None, a cell of the grader's own,
@@ -163,7 +169,7 @@ class StudentKernel:
             if index is None:
                 cells.pop()
         if self.client.timed_out:
-            self.stops.append(Stop(where, f"stopped after {self.limits.cell_s:g} s"))
+            self.stops.append(Stop(where, f"stopped after {self.timeout(cell):g} s"))
 
     def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False):
         """``name(*args, **kwargs)`` in the student's kernel: (value, warnings, peak traced bytes)."""

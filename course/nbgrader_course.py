@@ -449,11 +449,13 @@ def _grade(root: Path, pairs: list[tuple[str, str]], jobs: int, dask: str | None
 
 
 def limits_from_env():
-    """The sandbox's limits; ``COURSE_CELL_TIMEOUT`` (seconds) overrides the wall time per cell."""
+    """The sandbox's limits; ``COURSE_CELL_TIMEOUT`` and ``COURSE_CHAPTER_CELL_TIMEOUT`` (seconds) override the
+    wall time per answer cell, test cell or call, and per cell of the chapter's own."""
     from course.sandbox import Limits  # noqa: PLC0415
 
-    timeout = os.environ.get("COURSE_CELL_TIMEOUT")
-    return Limits(cell_s=float(timeout)) if timeout else Limits()
+    given = {"cell_s": os.environ.get("COURSE_CELL_TIMEOUT"),
+             "chapter_cell_s": os.environ.get("COURSE_CHAPTER_CELL_TIMEOUT")}
+    return Limits(**{key: float(value) for key, value in given.items() if value})
 
 
 def _note(root: Path, result: Graded, ledger: dict, pair: tuple[str, str], digest: str, outcome: dict) -> None:

@@ -29,7 +29,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from course.boundary import StudentKernel
 from course.sandbox import Limits, sandboxed
-from course.verdict import exercise_label, released_tests, verdicts
+from course.verdict import chapter_cells, exercise_label, released_tests, verdicts
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
@@ -56,7 +56,7 @@ def grade_in_sandbox(student: str, assignment: str, files: dict[str, bytes], lim
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
         kernel = StudentKernel(Path(scratch) / "student", limits, sandbox)
         try:
-            kernel.run(nb)
+            kernel.run(nb, chapter_cells(release))
             verdicts(nb, source, kernel)
         except Exception as error:  # noqa: BLE001 - one submission's failure is reported, the class goes on
             return {"success": False, "log": "", "error": f"{type(error).__name__}: {error}", "stops": []}

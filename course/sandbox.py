@@ -27,12 +27,15 @@ UNSAFE_ENV = "UNSAFE_NO_SANDBOX"
 
 @dataclass(frozen=True)
 class Limits:
-    """What one submission may use. ``cell_s``: wall seconds per cell (the slowest honest chapter cell takes
-    seconds on a 2-core CPU); ``cpu_s``: CPU seconds of the whole kernel; ``memory``: address space in bytes;
+    """What one submission may use. ``cell_s``: wall seconds per answer cell, test cell and call of a student's
+    function (an honest answer takes well under a second); ``chapter_cell_s``: per cell of the chapter's own,
+    unchanged from the release (imports, a model's download from disk: seconds on a 2-core CPU, more on a busy
+    one); ``cpu_s``: CPU seconds of the whole kernel; ``memory``: address space in bytes;
     ``processes``: processes and threads; ``file``: bytes of any one file written; ``output``: characters kept
     of one cell's output."""
 
     cell_s: float = 30.0
+    chapter_cell_s: float = 180.0
     cpu_s: int = 600
     memory: int = 16 * 2**30
     processes: int = 512

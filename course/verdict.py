@@ -143,6 +143,11 @@ def _stream(text: str) -> dict:
     return {"output_type": "stream", "name": "stdout", "text": text[:OUTPUT_LIMIT]} if text else {}
 
 
+def chapter_cells(release: nbformat.NotebookNode) -> frozenset[str]:
+    """The sources of the release's code cells that run no student code: the chapter's own, not its exercises'."""
+    return frozenset(c.source for c in release.cells if c.cell_type == "code" and not nbgrader(c))
+
+
 def released_tests(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """``nb`` with every locked cell as released (visible tests only), as nbgrader's OverwriteCells restores them
     from the source; a locked cell the student deleted is not put back (nbgrader's check reports it)."""
