@@ -28,7 +28,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from course.boundary import StudentKernel
-from course.sandbox import Limits, sandboxed
+from course.sandbox import Limits, bwrap_works, sandboxed
 from course.verdict import chapter_cells, exercise_label, released_tests, verdicts
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -49,6 +49,9 @@ def grade_in_sandbox(student: str, assignment: str, files: dict[str, bytes], lim
     test cell here, outside it (course/verdict.py). ``success``, ``log``, ``error``, ``notebooks`` (``{name:
     graded notebook JSON}``) and ``stops`` (``["3.1: stopped after 30 s", ...]``): data only."""
     os.environ.update({k: v for k, v in ONE_THREAD.items() if k not in os.environ})  # N kernels share the cores
+    why = bwrap_works() if sandbox else None  # a Dask worker on another machine may lack bubblewrap
+    if why:
+        return {"success": False, "log": "", "error": f"this worker cannot sandbox student code: {why}", "stops": []}
     read = {name: nbformat.reads(data.decode("utf-8"), as_version=4) for name, data in files.items()}
     source = read[f"source/{assignment}/{assignment}.ipynb"]
     release = read[f"release/{assignment}/{assignment}.ipynb"]
