@@ -10,6 +10,8 @@ and leaves the rest alone:
   bytes changed or its assignment's source changed (``graded.json`` keeps both SHA-256s). Manual grades and
   comments live in ``gradebook.db``, which nbgrader keeps across autogrades; nothing here touches them.
 * one command at a time holds the directory (``course_lock``); a second is refused, saying who holds it.
+* every submission's code runs in a sandbox and every verdict is decided outside it (course/parallel.py);
+  ``stopped.json`` keeps what a limit stopped in each submission's last grading.
 * ``autograded/`` notebooks get a grader-only cell after each written answer: the model answer and
   rubric, which formgrader shows the grader and ``generate_feedback`` drops (tag ``grader-notes``).
 
