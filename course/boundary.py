@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
+from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,7 +183,7 @@ class StudentKernel:
         request, reply = self.scratch / f"call-{self.calls}.pkl", self.scratch / f"reply-{self.calls}"
         for stale in (reply.with_suffix(".json"), reply.with_suffix(".npz")):
             stale.unlink(missing_ok=True)
-        request.write_bytes(pickle.dumps((args, kwargs, trace)))  # grader -> student: the student may read it
+        request.write_bytes(pickle.dumps(sendable((args, kwargs, trace))))  # grader -> student: it may read it
         before = len(self.stops)
         self._execute(nbformat.v4.new_code_cell(f"__boundary_call({name!r}, {str(request)!r}, {str(reply)!r})"),
                       None, f"a call of {name}")
@@ -192,6 +194,28 @@ class StudentKernel:
     def close(self) -> None:
         if hasattr(self, "_kernel"):
             self._kernel.__exit__(None, None, None)
+
+
+HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+         "_forward_pre_hooks_with_kwargs", "_backward_hooks", "_backward_pre_hooks", "_state_dict_hooks",
+         "_load_state_dict_pre_hooks", "_state_dict_pre_hooks", "_load_state_dict_post_hooks")
+
+
+def sendable(value):
+    """``value`` ready to pickle into the student's kernel: a torch module as a copy without its hooks (a library
+    may have hung closures on it, e.g. transformers' output capturing, which pickle cannot carry)."""
+    if isinstance(value, tuple | list):
+        return type(value)(sendable(v) for v in value)
+    if isinstance(value, dict):
+        return {k: sendable(v) for k, v in value.items()}
+    module = sys.modules.get("torch.nn")
+    if module is not None and isinstance(value, module.Module):
+        copy = deepcopy(value)
+        for part in copy.modules():
+            for hooks in HOOKS:
+                getattr(part, hooks, {}).clear()
+        return copy
+    return value
 
 
 def read_reply(reply: Path, name: str):
