@@ -217,3 +217,27 @@ def test_autograde_refuses_without_a_sandbox(tmp_path, monkeypatch):
         assert sandbox.sandboxed() is False
     finally:
         sandbox.bwrap_works.cache_clear()
+
+
+def test_a_reply_from_the_student_is_data_only(tmp_path):
+    """What the student's kernel sends back is read without pickle: arrays, numbers, strings; an object array
+    (which only pickle could rebuild) is refused, and an exception comes back as its built-in type by name."""
+    import numpy as np  # noqa: PLC0415
+
+    from course.boundary import read_reply  # noqa: PLC0415
+
+    reply = tmp_path / "reply-1"
+    np.savez(reply.with_suffix(".npz"), a0=np.arange(3.0))
+    reply.with_suffix(".json").write_text(json.dumps({"value": {"t": "tuple", "v": [
+        {"t": "ndarray", "k": "a0"}, {"t": "float", "v": "-inf"}, {"t": "plain", "v": "ok"}]},
+        "warnings": [["RuntimeWarning", "divide by zero"]], "peak": 0}))
+    value, emitted, _ = read_reply(reply, "f")
+    assert isinstance(value, tuple) and value[0].tolist() == [0.0, 1.0, 2.0] and value[1] == -np.inf
+    assert value[2] == "ok" and emitted == [("RuntimeWarning", "divide by zero")]
+    np.savez(reply.with_suffix(".npz"), a0=np.array([object()], dtype=object))
+    reply.with_suffix(".json").write_text(json.dumps({"value": {"t": "ndarray", "k": "a0"}}))
+    with pytest.raises(ValueError, match="allow_pickle"):
+        read_reply(reply, "f")
+    reply.with_suffix(".json").write_text(json.dumps({"raised": ["ZeroDivisionError", "no"]}))
+    with pytest.raises(ZeroDivisionError, match="no"):
+        read_reply(reply, "f")
