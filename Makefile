@@ -16,7 +16,9 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 # command=Debian package: npm for the site's vendored libraries, Chromium for the browser tests
 BOOK_PACKAGES := ensurepip=python3-venv npm=npm node=nodejs
-TEST_PACKAGES := $(BOOK_PACKAGES) chromium=chromium chromedriver=chromium-driver
+# bubblewrap (and prlimit) for the sandbox every autograde runs student code in (course/sandbox.py)
+COURSE_PACKAGES := bwrap=bubblewrap prlimit=util-linux
+TEST_PACKAGES := $(BOOK_PACKAGES) $(COURSE_PACKAGES) chromium=chromium chromedriver=chromium-driver
 # Strict nbval's flags and the one-thread environment of every test process, from the one settings module
 # (read when a recipe runs, after .venv exists).
 TESTSETTINGS = $(PY) tools/testsettings.py
@@ -32,9 +34,11 @@ COURSE ?= course-work
 
 setup: $(STAMP)
 
-.PHONY: book-packages test-packages
+.PHONY: book-packages test-packages course-packages
 book-packages:
 	@PYTHON=$(PYTHON) tools/debian-packages $(BOOK_PACKAGES)
+course-packages:
+	@PYTHON=$(PYTHON) tools/debian-packages $(COURSE_PACKAGES)
 test-packages:
 	@PYTHON=$(PYTHON) tools/debian-packages $(TEST_PACKAGES)
 
@@ -116,12 +120,12 @@ student: $(STAMP)
 	$(PY) -m course --course "$(COURSE)" publish
 
 # JOBS=N grades N submissions at once (default: the cores); DASK=local or DASK=tcp://host:8786 grades on Dask.
-autograde: $(STAMP)
+autograde: $(STAMP) | course-packages
 	$(PY) -m course --course "$(COURSE)" autograde $(if $(SUBMISSIONS),"$(SUBMISSIONS)") $(if $(JOBS),--jobs $(JOBS)) $(if $(DASK),--dask "$(DASK)")
 
 # make regrade ASSIGNMENT=03_softmax (after fixing a test; autograde also notices a changed assignment by itself),
 # make roster FILE=students.csv (the class list: an id column), make due ASSIGNMENT=03_softmax DUE="2026-12-01 17:00 UTC".
-regrade: $(STAMP)
+regrade: $(STAMP) | course-packages
 	$(PY) -m course --course "$(COURSE)" regrade "$(ASSIGNMENT)" $(if $(JOBS),--jobs $(JOBS)) $(if $(DASK),--dask "$(DASK)")
 
 roster: $(STAMP)
@@ -140,7 +144,7 @@ feedback: $(STAMP)
 
 # Notebooks per minute grading a synthetic class with 1 and JOBS workers and a Dask LocalCluster (same grades
 # required); GRADE_BENCH_ARGS="--students 16 --chapter 03_softmax --no-dask".
-grade-bench: $(STAMP)
+grade-bench: $(STAMP) | course-packages
 	$(PY) -m course bench $(if $(JOBS),--jobs $(JOBS)) $(GRADE_BENCH_ARGS)
 
 grades: $(STAMP)

@@ -18,7 +18,9 @@ Each chapter ``book/NN_name.ipynb`` is one nbgrader assignment named ``NN_name``
 
 The nbgrader course directory is ``course-work/`` (``--course DIR`` or ``$COURSE``): ``source/``,
 ``release/``, ``submitted/``, ``autograded/``, ``feedback/``, ``gradebook.db``, ``nbgrader_config.py``,
-``graded.json``, ``grades.csv``, ``exercises.csv``, ``logs/`` (nbgrader's logs of failed runs),
+``graded.json``, ``stopped.json`` (what a sandbox limit stopped), ``grades.csv``, ``exercises.csv``, ``logs/``
+(nbgrader's logs of failed runs),
 ``downloaded/`` (zip imports), ``.course.lock``. It persists: no command deletes it (course/nbgrader_course.py
-says what each one updates; course/parallel.py how grading runs on workers).
+says what each one updates; course/parallel.py how grading runs on workers; course/sandbox.py,
+course/boundary.py and course/verdict.py how student code runs sandboxed and is judged outside its process).
 """

@@ -26,6 +26,7 @@ from course.nbgrader_course import (
     set_due,
 )
 from course.publish import RELEASE_DIR, publish
+from course.sandbox import SandboxUnavailable
 from course.site import stamp
 
 
@@ -93,6 +94,7 @@ def _autograde(args) -> int:
     _report("unchanged since last graded (kept)", [f"{s}/{a}" for s, a in result.unchanged])
     _report("renamed", result.renamed)
     _report("nothing handed in (empty folders, skipped)", result.empty)
+    _report("STOPPED BY A LIMIT (that exercise scored 0; the rest of the class was graded)", result.stopped)
     _report("GRADED, BUT CHECK BY HAND", result.warnings)
     _report("COULD NOT GRADE", result.failed)
     _grades(args)
@@ -191,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     except CourseBusy as busy:
         print(f"python -m course {args.command}: {busy}", file=sys.stderr)
         return 2
+    except SandboxUnavailable as why:
+        print(f"python -m course {args.command}: {why}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

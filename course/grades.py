@@ -5,7 +5,8 @@
   nbgrader's own ``nbgrader export`` records it). Columns in assignment order (every assignment at least
   one student handed in), students sorted: ready for an LMS import. Written answers not yet graded by
   hand count 0 until they are, and ``ungraded`` names those assignments (their score is not final);
-  ``late`` names the assignments handed in after their due date.
+  ``late`` names the assignments handed in after their due date; ``stopped`` what a sandbox limit stopped in
+  the last grading (``03_softmax 3.1: stopped after 30 s``: that exercise scored 0).
 * ``exercises.csv``: one row per student, assignment and exercise (``score`` empty while a written
   answer waits for a human grader), for the instructor.
 """
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
@@ -32,19 +34,41 @@ def _ex_key(name: str) -> tuple:
     return (0, int(name[2:])) if name[2:].isdigit() else (1, name)
 
 
+STOPS = "stopped.json"  # {"<student>/<assignment>": ["3.1: stopped after 30 s", ...]}, the last grading's
+
+
+def stops(root: Path) -> dict[str, list[str]]:
+    """What a sandbox limit stopped in each submission's last grading (the grade sheet's note column)."""
+    path = Path(root) / STOPS
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def save_stops(root: Path, key: str, found: list[str]) -> None:
+    """Record what a limit stopped in ``key``'s grading (none: its entry goes)."""
+    known = stops(root)
+    known.pop(key, None)
+    if found:
+        known[key] = found
+    (Path(root) / STOPS).write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
+
+
 MAX_ROW = "(max points)"
 
 
 def sheet(root: Path) -> tuple[list[str], list[dict], dict]:
     """``(columns, rows, maximum)``: ``student``, each assignment, ``total``, ``ungraded`` (assignments whose
-    written answers wait for a grader: their score is not final) and ``late``; missing work is 0."""
+    written answers wait for a grader: their score is not final), ``late`` and ``stopped``; missing work is 0."""
     with gradebook(root) as gb:
         # assignments someone handed in: a chapter released but not yet assigned gets no column of zeros
         names = [a.name for a in sorted(gb.assignments, key=lambda a: a.name) if a.submissions]
         rows = [_student_row(gb, student, names) for student in sorted(s.id for s in gb.students)]
         maximum = {"student": MAX_ROW, **{a.name: a.max_score for a in gb.assignments if a.name in names}}
-    maximum.update(total=sum(maximum[name] for name in names), ungraded="", late="")
-    return ["student", *names, "total", "ungraded", "late"], rows, maximum
+    maximum.update(total=sum(maximum[name] for name in names), ungraded="", late="", stopped="")
+    stopped = stops(root)
+    for row in rows:
+        row["stopped"] = "; ".join(f"{key.split('/')[1]} {why}" for key, found in sorted(stopped.items())
+                                   if key.split("/")[0] == row["student"] for why in found)
+    return ["student", *names, "total", "ungraded", "late", "stopped"], rows, maximum
 
 
 def _student_row(gb: Gradebook, student: str, names: list[str]) -> dict:

@@ -1,76 +1,73 @@
-"""Grading many submissions at once: workers execute the notebooks, one coordinator writes the gradebook.
+"""Grading submissions: sandboxed workers execute and judge them, one coordinator writes the gradebook.
 
-``make autograde JOBS=N`` grades on N worker processes of this machine; ``DASK=local`` (a Dask ``LocalCluster``
-of N worker processes) or ``DASK=tcp://scheduler:8786`` (an existing Dask cluster, e.g. started on Slurm or PBS
-with dask-jobqueue) grades on Dask distributed. Either way:
+``make autograde`` grades here, one at a time (``JOBS=1``), on N worker processes of this machine (``JOBS=N``),
+on a Dask ``LocalCluster`` (``DASK=local``) or an existing Dask cluster (``DASK=tcp://scheduler:8786``, e.g.
+started on Slurm or PBS with dask-jobqueue). One code path for all of them:
 
-* a **worker** (``grade_in_scratch``) autogrades one submission with nbgrader itself in a scratch course
-  directory made from what the task carries: the course's ``nbgrader_config.py``, the assignment's
-  ``source/``, the student's ``submitted/`` folder and a snapshot of the gradebook. It needs no shared disk
-  and never touches the course's gradebook; it sends back the autograded notebooks.
+* a **worker** (``grade_in_sandbox``) gets the assignment's source and release and the student's notebook as
+  bytes (no shared disk); it runs the notebook in a sandboxed kernel (course/sandbox.py, course/boundary.py)
+  that holds only that notebook, then runs every test cell, hidden tests included, in its own process
+  against the student's functions across the boundary (course/verdict.py). It never touches the course
+  folder or the gradebook and sends back data: the graded notebook and what a limit stopped.
 * the **coordinator** (this process, ``record``) runs nbgrader's own ``autograde`` on the course with the
-  worker's executed notebook in place of nbgrader's ``Execute`` step (``Replay``): nbgrader writes the
-  student, the submission and its timestamp, the scores (``SaveAutoGrades``) and the late penalty into
-  ``gradebook.db`` as in a run of its own, one submission at a time, so SQLite is never written by two
-  processes.
+  worker's notebook in place of nbgrader's ``Execute`` step (``Replay``): nbgrader writes the student, the
+  submission and its timestamp, the scores (``SaveAutoGrades``) and the late penalty into ``gradebook.db``
+  as in a run of its own, one submission at a time, so SQLite is never written by two processes.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 import tempfile
-import warnings
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from course.boundary import StudentKernel
+from course.sandbox import Limits, bwrap_works, sandboxed
+from course.verdict import chapter_cells, exercise_label, released_tests, verdicts
+
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
-def snapshot(database: Path) -> bytes:
-    """A consistent copy of an SQLite file (its backup API), as bytes."""
-    with tempfile.TemporaryDirectory() as scratch:
-        copy = Path(scratch) / "gradebook.db"
-        source, target = sqlite3.connect(database), sqlite3.connect(copy)
-        try:
-            source.backup(target)
-        finally:
-            source.close()
-            target.close()
-        return copy.read_bytes()
-
-
 def task_files(root: Path, student: str, assignment: str) -> dict[str, bytes]:
-    """What a worker needs from the course directory, ``{relative path: bytes}``."""
+    """What a worker needs from the course directory, ``{relative path: bytes}``: the assignment's source (for
+    the checks, which run in the worker), its release (the visible tests) and the student's notebook."""
     root = Path(root)
-    folders = [root / "source" / assignment, root / "submitted" / student / assignment]
-    files = {"nbgrader_config.py": (root / "nbgrader_config.py").read_bytes()}
-    for folder in folders:
-        files.update({str(p.relative_to(root)): p.read_bytes() for p in folder.rglob("*") if p.is_file()})
-    return files
+    name = f"{assignment}.ipynb"
+    files = [root / "source" / assignment / name, root / "release" / assignment / name,
+             root / "submitted" / student / assignment / name]
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
 
 
-def grade_in_scratch(student: str, assignment: str, files: dict[str, bytes], gradebook: bytes) -> dict:
-    """Worker: nbgrader autograde of one submission in a scratch course directory; nbgrader's result
-    (``success``, ``log``, ``error``) and ``notebooks``, ``{name: autograded notebook JSON}``."""
-    from course.nbgrader_course import api  # noqa: PLC0415 - the worker may be another process or machine
-
+def grade_in_sandbox(student: str, assignment: str, files: dict[str, bytes], limits: Limits, sandbox: bool) -> dict:
+    """Worker: run the student's notebook in a sandboxed kernel that holds only that notebook, then decide every
+    test cell here, outside it (course/verdict.py). ``success``, ``log``, ``error``, ``notebooks`` (``{name:
+    graded notebook JSON}``) and ``stops`` (``["3.1: stopped after 30 s", ...]``): data only."""
     os.environ.update({k: v for k, v in ONE_THREAD.items() if k not in os.environ})  # N kernels share the cores
-    warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's gradebook noise, as in __main__
+    why = bwrap_works() if sandbox else None  # a Dask worker on another machine may lack bubblewrap
+    if why:
+        return {"success": False, "log": "", "error": f"this worker cannot sandbox student code: {why}", "stops": []}
+    read = {name: nbformat.reads(data.decode("utf-8"), as_version=4) for name, data in files.items()}
+    source = read[f"source/{assignment}/{assignment}.ipynb"]
+    release = read[f"release/{assignment}/{assignment}.ipynb"]
+    nb = released_tests(read[f"submitted/{student}/{assignment}/{assignment}.ipynb"], release)
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
-        root = Path(scratch)
-        for name, data in files.items():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            (root / name).write_bytes(data)
-        (root / "gradebook.db").write_bytes(gradebook)
-        result = dict(api(root).autograde(assignment, student, force=True, create=True))
-        folder = root / "autograded" / student / assignment
-        result["notebooks"] = {p.stem: p.read_text(encoding="utf-8") for p in folder.glob("*.ipynb")}
-    return result
+        kernel = StudentKernel(Path(scratch) / "student", limits, sandbox)
+        try:
+            kernel.run(nb, chapter_cells(release))
+            verdicts(nb, source, kernel)
+        except Exception as error:  # noqa: BLE001 - one submission's failure is reported, the class goes on
+            return {"success": False, "log": "", "error": f"{type(error).__name__}: {error}", "stops": []}
+        finally:
+            kernel.close()
+    stops = [f"{exercise_label(assignment, s.where, nb)}: {s.why}" for s in kernel.stops]
+    return {"success": True, "log": "", "error": "", "stops": list(dict.fromkeys(stops)),
+            "notebooks": {assignment: nbformat.writes(nb)}}
 
 
 class Replay(NbGraderPreprocessor):
@@ -113,8 +110,11 @@ def _name(step) -> str:
 
 @contextmanager
 def workers(jobs: int, dask: str | None) -> Iterator:
-    """``(submit, as_completed)`` of a pool of ``jobs`` worker processes, or of a Dask cluster: ``dask`` is
-    ``"local"`` (a LocalCluster of ``jobs`` processes) or a scheduler's address."""
+    """``(submit, as_completed)`` of this process (``jobs=1``), a pool of ``jobs`` worker processes, or a Dask
+    cluster: ``dask`` is ``"local"`` (a LocalCluster of ``jobs`` processes) or a scheduler's address."""
+    if dask is None and jobs <= 1:
+        yield _here, iter
+        return
     if dask is None:
         from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: PLC0415
 
@@ -132,19 +132,30 @@ def workers(jobs: int, dask: str | None) -> Iterator:
             yield client.submit, as_completed
 
 
-def grade_many(root: Path, pairs: Iterable[tuple[str, str]], jobs: int, dask: str | None = None) -> Iterator:
-    """Grade ``(student, assignment)`` pairs on workers, recording each as it comes back: yields each pair
-    and nbgrader's result of recording it (a failed worker run is passed on as it is)."""
-    root = Path(root)
-    gradebook = snapshot(root / "gradebook.db")
+def _here(function, *args, **kwargs) -> Future:
+    """Run ``function`` in this process, lazily, when its result is asked for (one at a time, in order)."""
+    future = Future()
+    future.result = lambda timeout=None: function(*args)  # type: ignore[method-assign]
+    return future
+
+
+def grade_many(root: Path, pairs: Iterable[tuple[str, str]], jobs: int = 1, dask: str | None = None,
+               limits: Limits | None = None) -> Iterator:
+    """Grade ``(student, assignment)`` pairs here or on workers, recording each as it comes back: yields each
+    pair and nbgrader's result of recording it (a failed worker run is passed on as it is), with ``stops``.
+    Workers return data; only this process (the coordinator) writes the gradebook and the course folder."""
+    root, limits = Path(root), limits or Limits()
+    sandbox = sandboxed()  # refuses here, before any student code runs, when no sandbox can
     with workers(jobs, dask) as (submit, as_completed):
-        futures = {submit(grade_in_scratch, s, a, task_files(root, s, a), gradebook, **_pure(dask)): (s, a)
+        futures = {submit(grade_in_sandbox, s, a, task_files(root, s, a), limits, sandbox, **_pure(dask)): (s, a)
                    for s, a in pairs}
         for future in as_completed(list(futures)):
             student, assignment = futures[future]
             result = future.result()
+            stops = result.get("stops", [])
             if result["success"]:
-                result = record(root, student, assignment, result.pop("notebooks"))
+                result = dict(record(root, student, assignment, result.pop("notebooks")))
+            result["stops"] = stops
             yield (student, assignment), result
 
 

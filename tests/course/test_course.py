@@ -525,12 +525,12 @@ def term_grades(root: Path, week1: str, week2: str) -> None:
     """The grade sheet of the scripted term: max points first, the whole class list, what is ungraded or late."""
     grades = sheet(root)
     assert list(grades) == ["(max points)", "ada", "bob", "cyd", "dan"]  # dan is on the list, never handed in
-    assert grades["(max points)"] == {week1: "3", week2: "3", "total": "6", "ungraded": "", "late": ""}
+    assert grades["(max points)"] == {week1: "3", week2: "3", "total": "6", "ungraded": "", "late": "", "stopped": ""}
     # 2 + manual 1; week 2's written answer awaits its grader, and came after the due date
-    assert grades["ada"] == {week1: "3", week2: "2", "total": "5", "ungraded": week2, "late": week2}
-    assert grades["bob"] == {week1: "0", week2: "0", "total": "0", "ungraded": week1, "late": ""}
-    assert grades["cyd"] == {week1: "0", week2: "2", "total": "2", "ungraded": week2, "late": week2}
-    assert grades["dan"] == {week1: "0", week2: "0", "total": "0", "ungraded": "", "late": ""}
+    assert grades["ada"] == {week1: "3", week2: "2", "total": "5", "ungraded": week2, "late": week2, "stopped": ""}
+    assert grades["bob"] == {week1: "0", week2: "0", "total": "0", "ungraded": week1, "late": "", "stopped": ""}
+    assert grades["cyd"] == {week1: "0", week2: "2", "total": "2", "ungraded": week2, "late": week2, "stopped": ""}
+    assert grades["dan"] == {week1: "0", week2: "0", "total": "0", "ungraded": "", "late": "", "stopped": ""}
 
 
 def grader_page_and_feedback(root: Path, week1: str, week2: str, capsys) -> None:

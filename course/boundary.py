@@ -1,0 +1,275 @@
+"""The boundary between the grader and a student's code: the student's kernel, sandboxed, and calls into it.
+
+``StudentKernel`` runs a student's notebook in a sandboxed IPython kernel (course/sandbox.py) with nbclient,
+one cell at a time, each cell bounded in wall time and in the output kept. Afterwards the kernel stays up:
+``call(name, args, kwargs)`` calls the student's function ``name`` there and brings back only *data*: the
+result (NumPy arrays and torch tensors through ``np.load(allow_pickle=False)``, numbers, strings, lists,
+tuples, dicts of those), the warnings the call emitted and the exception it raised, by name. Nothing the
+student's process sends back is code or a pickle, so nothing it patched in its own process (``np.testing``,
+``warnings``, builtins) reaches the process that compares (course/verdict.py).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from copy import deepcopy
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import numpy as np
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import DeadKernelError
+
+from course.sandbox import Limits, kernel_argv, write_kernelspec
+
+RESULT_BYTES = 64 * 2**20  # a larger answer is refused (the sandbox's file size limit stops it first)
+
+# Defined in the student's kernel before the calls: it runs the call and writes the outcome as data.
+HELPER = r'''
+def __boundary_violations(name, names, operators):
+    from attnlib.exercises import violations
+    return [str(v) for v in violations(get_ipython().user_ns[name], names, operators)]
+
+
+def __boundary_call(name, request, reply):
+    import json, pickle, traceback, tracemalloc, warnings
+    import numpy as np
+    arrays, outcome = {}, {}
+
+    def encode(value, depth=0):
+        if depth > 20:
+            raise TypeError("the result nests too deeply")
+        if value is None or isinstance(value, (bool, str)):
+            return {"t": "plain", "v": value}
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return {"t": type(value).__name__, "v": repr(value)}
+        module = type(value).__module__
+        if module == "torch" and type(value).__name__ == "Tensor":
+            key = f"a{len(arrays)}"
+            arrays[key] = value.detach().cpu().numpy()
+            return {"t": "tensor", "k": key}
+        if isinstance(value, (np.ndarray, np.generic)):
+            key = f"a{len(arrays)}"
+            arrays[key] = np.asarray(value)
+            return {"t": "ndarray" if isinstance(value, np.ndarray) else "scalar", "k": key}
+        if isinstance(value, (list, tuple)):
+            return {"t": type(value).__name__, "v": [encode(v, depth + 1) for v in value]}
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return {"t": "dict", "v": {k: encode(v, depth + 1) for k, v in value.items()}}
+        raise TypeError(f"a result of type {type(value).__name__} cannot be graded (expected arrays, tensors, "
+                        f"numbers, strings, lists, tuples or dicts of them)")
+
+    with open(request, "rb") as handle:
+        args, kwargs, trace = pickle.load(handle)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if trace:
+                tracemalloc.start()
+            try:
+                user_ns = get_ipython().user_ns
+                if name not in user_ns:
+                    raise NameError(f"name {name!r} is not defined")
+                value = user_ns[name](*args, **kwargs)
+                outcome["peak"] = tracemalloc.get_traced_memory()[1] if trace else 0
+            finally:
+                if trace:
+                    tracemalloc.stop()
+            outcome["value"] = encode(value)
+        except BaseException as error:
+            outcome["raised"] = [type(error).__name__, str(error)[:2000]]
+    outcome["warnings"] = [[w.category.__name__, str(w.message)[:500]] for w in caught[:20]]
+    np.savez(reply + ".npz", **arrays)
+    with open(reply + ".json", "w") as handle:
+        json.dump(outcome, handle)
+'''
+
+
+class _Client(NotebookClient):
+    """nbclient, noting when a cell ran past its time limit (whatever outputs the interrupt left)."""
+
+    timed_out = False
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        self.timed_out = True
+        return await super()._async_handle_timeout(timeout, cell)
+
+
+class StudentError(Exception):
+    """The student's function raised an exception of a type the grader does not know."""
+
+
+@dataclass
+class Stop:
+    """A cell or call of the student's stopped by a limit."""
+
+    where: str  # "cell 12" or "call logsumexp"
+    why: str  # "stopped after 30 s", "the kernel died (a limit: CPU seconds or memory)"
+
+
+@dataclass
+class StudentKernel:
+    """A student's notebook in a sandboxed kernel (see the module docstring)."""
+
+    scratch: Path
+    limits: Limits = field(default_factory=Limits)
+    sandbox: bool = True
+    stops: list[Stop] = field(default_factory=list)
+    dead: bool = False
+
+    def __post_init__(self) -> None:
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.spec = self.scratch.parent / f"{self.scratch.name}-spec"
+        name = write_kernelspec(self.spec, kernel_argv(self.scratch, self.limits, self.sandbox),
+                                {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg",
+                                 "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+        self.km = AsyncKernelManager(kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(self.spec / "kernels")]),
+                                     kernel_name=name, transport="ipc", ip=str(self.scratch / "kernel"),
+                                     connection_file=str(self.scratch / "kernel.json"))
+        self.calls = 0
+
+    def run(self, nb: nbformat.NotebookNode, chapter: frozenset[str] = frozenset()) -> nbformat.NotebookNode:
+        """Execute every code cell of ``nb`` (in place) with the limits; the kernel stays up for ``call``.
+        A cell whose source is in ``chapter`` (the chapter's own cells, as released) gets ``chapter_cell_s``."""
+        self.chapter = chapter
+        self.client = _Client(nb, km=self.km, timeout_func=self.timeout, interrupt_on_timeout=True,
+                              allow_errors=True, kernel_name="student", record_timing=False,
+                              iopub_timeout=30)  # a large output may still be on its way after the reply
+        self._kernel = self.client.setup_kernel(cleanup_kc=True, cwd=str(self.scratch))
+        self._kernel.__enter__()
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code" or self.dead:
+                continue
+            self._execute(cell, index, f"cell {index}")
+            bound_outputs(cell, self.limits.output)
+        return nb
+
+    def timeout(self, cell) -> float:
+        """The wall seconds ``cell`` may run."""
+        return self.limits.chapter_cell_s if cell.source in self.chapter else self.limits.cell_s
+
+    def _execute(self, cell, index: int | None, where: str) -> None:
+        """Execute one cell of the notebook (``index``) or, with ``index`` None, a cell of the grader's own,
+        appended for its run and taken out again (nbclient writes a cell's outputs into the notebook)."""
+        self.client.timed_out = False
+        cells = self.client.nb.cells
+        if index is None:
+            cells.append(cell)
+        try:
+            self.client.execute_cell(cell, len(cells) - 1 if index is None else index)
+        except DeadKernelError:
+            self.dead = True
+            self.stops.append(Stop(where, "the kernel died (a limit: CPU seconds, memory or processes)"))
+            return
+        finally:
+            if index is None:
+                cells.pop()
+        if self.client.timed_out:
+            self.stops.append(Stop(where, f"stopped after {self.timeout(cell):g} s"))
+
+    def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False):
+        """``name(*args, **kwargs)`` in the student's kernel: (value, warnings, peak traced bytes)."""
+        if self.dead:
+            raise StudentError(f"{name} cannot run: the student's kernel was stopped by a limit")
+        if self.calls == 0:
+            self._execute(nbformat.v4.new_code_cell(HELPER), None, "the grader's helper")
+        self.calls += 1
+        request, reply = self.scratch / f"call-{self.calls}.pkl", self.scratch / f"reply-{self.calls}"
+        for stale in (reply.with_suffix(".json"), reply.with_suffix(".npz")):
+            stale.unlink(missing_ok=True)
+        request.write_bytes(pickle.dumps(sendable((args, kwargs, trace))))  # grader -> student: it may read it
+        before = len(self.stops)
+        self._execute(nbformat.v4.new_code_cell(f"__boundary_call({name!r}, {str(request)!r}, {str(reply)!r})"),
+                      None, f"a call of {name}")
+        if len(self.stops) > before or self.dead:
+            raise StudentError(f"{name}: {self.stops[-1].why}")
+        return read_reply(reply, name)
+
+    def close(self) -> None:
+        if hasattr(self, "_kernel"):
+            self._kernel.__exit__(None, None, None)
+
+
+HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+         "_forward_pre_hooks_with_kwargs", "_backward_hooks", "_backward_pre_hooks", "_state_dict_hooks",
+         "_load_state_dict_pre_hooks", "_state_dict_pre_hooks", "_load_state_dict_post_hooks")
+
+
+def sendable(value):
+    """``value`` ready to pickle into the student's kernel: a torch module as a copy without its hooks (a library
+    may have hung closures on it, e.g. transformers' output capturing, which pickle cannot carry)."""
+    if isinstance(value, tuple | list):
+        return type(value)(sendable(v) for v in value)
+    if isinstance(value, dict):
+        return {k: sendable(v) for k, v in value.items()}
+    module = sys.modules.get("torch.nn")
+    if module is not None and isinstance(value, module.Module):
+        copy = deepcopy(value)
+        for part in copy.modules():
+            for hooks in HOOKS:
+                getattr(part, hooks, {}).clear()
+        return copy
+    return value
+
+
+def read_reply(reply: Path, name: str):
+    """The outcome the helper wrote, as data only: (value, warnings, peak)."""
+    path = reply.with_suffix(".json")
+    if not path.is_file() or path.stat().st_size > RESULT_BYTES:
+        raise StudentError(f"{name}: no readable result came back from the student's kernel")
+    outcome = json.loads(path.read_text(encoding="utf-8"))
+    with np.load(reply.with_suffix(".npz"), allow_pickle=False) as arrays:
+        if "raised" in outcome:
+            raise _exception(*outcome["raised"])
+        value = decode(outcome["value"], arrays)
+    return value, [(str(c), str(m)) for c, m in outcome.get("warnings", [])], int(outcome.get("peak", 0))
+
+
+def decode(node: dict, arrays):
+    kind = node["t"]
+    if kind == "plain":
+        return node["v"]
+    if kind in ("int", "float"):
+        return int(node["v"]) if kind == "int" else float(node["v"])
+    if kind in ("ndarray", "scalar", "tensor"):
+        array = np.array(arrays[node["k"]])
+        if kind == "tensor":
+            import torch  # noqa: PLC0415
+
+            return torch.from_numpy(array)
+        return array[()] if kind == "scalar" else array
+    if kind in ("list", "tuple"):
+        items = [decode(v, arrays) for v in node["v"]]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {str(k): decode(v, arrays) for k, v in node["v"].items()}
+    raise StudentError(f"expected a result of a known kind, got {kind!r}")
+
+
+def _exception(kind: str, message: str) -> Exception:
+    """The student's exception as one of Python's own types (by name), else ``StudentError``."""
+    import builtins  # noqa: PLC0415
+
+    cls = getattr(builtins, str(kind), None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        return cls(str(message))
+    return StudentError(f"{kind}: {message}")
+
+
+def bound_outputs(cell, limit: int) -> None:
+    """Cut each text output of ``cell`` to ``limit`` characters, with a note saying so."""
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream" and len(output.get("text", "")) > limit:
+            cut = len(output["text"]) - limit
+            output["text"] = output["text"][:limit] + f"\n[... {cut:,} more characters cut by the grader]\n"
+        for mime, data in list(output.get("data", {}).items()):
+            if isinstance(data, str) and len(data) > limit:
+                output["data"][mime] = data[:limit] + f"\n[... {len(data) - limit:,} more characters cut]"
+        if output.get("output_type") == "error":
+            output["traceback"] = [line[:limit] for line in output.get("traceback", [])[:200]]
