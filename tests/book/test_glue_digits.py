@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import json
 import re
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -52,9 +53,10 @@ def roles() -> dict[str, set[str]]:
 
 def decimals(text: str) -> int | None:
     """How many decimals a stored float's repr has (``None`` when ``text`` is not a float)."""
-    if not re.fullmatch(r"-?\d+\.\d+", text):
-        return None if not re.fullmatch(r"-?[\d.]+e[-+]?\d+", text) else 99  # an exponent: noise kept
-    return len(text.split(".")[1].rstrip("0"))
+    if not re.fullmatch(r"-?\d+(\.\d+)?(e[-+]?\d+)?", text) or not re.search(r"[.e]", text):
+        return None
+    # a repr with an exponent counts its decimals too: round(4.1e-05, 5) is stored as "4e-05", 5 decimals
+    return max(0, -Decimal(text).normalize().as_tuple().exponent)
 
 
 def shown_decimals(spec: str) -> int | None:
