@@ -192,47 +192,29 @@ def console_errors(driver) -> list[str]:
     return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
 
 
-# While the window is made as tall as the page for a screenshot, the page's own resize handlers (the theme's,
-# the widgets', the views') are kept from running: they would lay the page out again for a 20,000 px window that
-# no reader has, twice (and back), which is most of a screenshot's time; the shot shows the page as it was checked.
-HOLD_RESIZE = """
-window.attnlibHoldResize = window.attnlibHoldResize || (e => e.stopImmediatePropagation());
-window.addEventListener('resize', window.attnlibHoldResize, true);
-"""
-RELEASE_RESIZE = """
-const done = arguments[arguments.length - 1];
-requestAnimationFrame(() => setTimeout(() => {
-  window.removeEventListener('resize', window.attnlibHoldResize, true); done(true);
-}, 0));
-"""
-
-
 def full_page_screenshot(driver, path: Path, max_height: int = 16000, scale: float = 1.0,
                          quality: int | None = None) -> Path:
     """Write an image of the whole page (up to ``max_height`` CSS pixels tall) to ``path``: a PNG, or a JPEG of
     ``quality`` (1-100) when given; ``scale`` shrinks it (0.5: half the CSS pixels in each direction).
 
-    The window is made as tall as the page for the shot (one capture, no scrolling), so sticky sidebars and
-    headers stay where a reader sees them; the window size is restored afterwards. The page's resize handlers
-    do not run meanwhile (``HOLD_RESIZE``): the page is shot as it was laid out for the window.
+    The window is made as tall as the page for the shot, so sticky sidebars and headers stay where a
+    reader sees them; the window size is restored afterwards.
     """
     import base64  # noqa: PLC0415
 
-    width, full = driver.execute_script(
-        "return [window.innerWidth, Math.min(document.documentElement.scrollHeight, arguments[0])];", max_height)
+    width, height = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+    full = min(driver.execute_script("return document.documentElement.scrollHeight"), max_height)
     metrics = {"width": width, "height": full, "deviceScaleFactor": 1, "mobile": False}
-    options: dict = {"format": "png", "optimizeForSpeed": True}
+    options: dict = {"format": "png"}
     if quality is not None:
-        options = {"format": "jpeg", "quality": int(quality), "optimizeForSpeed": True}
+        options = {"format": "jpeg", "quality": int(quality)}
     if scale != 1.0:
         options["clip"] = {"x": 0, "y": 0, "width": width, "height": full, "scale": scale}
-    driver.execute_script(HOLD_RESIZE)
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
     try:
         shot = driver.execute_cdp_cmd("Page.captureScreenshot", options)
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-        driver.execute_async_script(RELEASE_RESIZE)  # after the resize events of the restore were dispatched
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(base64.b64decode(shot["data"]))
     return path
