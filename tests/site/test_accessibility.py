@@ -21,6 +21,7 @@ kept in ``_build/screenshots/`` with a contact sheet, ``_build/screenshots/index
 from __future__ import annotations
 
 import fcntl
+import functools
 import html
 import json
 import os
@@ -139,9 +140,14 @@ def browsers(server):
 # --- what a person sees: the visual check and the screenshots ----------------------------------------------
 
 
+@functools.cache
+def _visual_check() -> str:
+    return VISUAL_CHECK.read_text(encoding="utf-8")
+
+
 def visual_problems(driver) -> list[dict]:
     """``visual_check.js`` on the page as it is drawn now: [{kind, selector, detail}], empty when it looks right."""
-    return driver.execute_script("return eval(arguments[0]);", VISUAL_CHECK.read_text(encoding="utf-8"))
+    return driver.execute_script("return eval(arguments[0]);", _visual_check())
 
 
 def describe_problems(problems: list[dict], limit: int = 25) -> str:
@@ -174,8 +180,8 @@ thumbnail opens the image. The problem counts are those of <code>tests/site/js/v
 def write_contact_sheet(folder: Path = SCREENSHOTS) -> Path:
     """``folder/index.html``: every screenshot in ``folder`` as a thumbnail linking to it, grouped by page.
 
-    Written under a lock and replaced in one step: pytest-xdist workers each write after their own shots, and
-    whoever writes last lists every shot written before it."""
+    Written once per test process, when it ends (``tests/site/conftest.py``), under a lock and replaced in one
+    step: each pytest-xdist worker writes after all its shots, so whoever writes last lists every shot."""
     index = folder / "index.html"
     with open(folder / ".index.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -197,16 +203,21 @@ def write_contact_sheet(folder: Path = SCREENSHOTS) -> Path:
     return index
 
 
+SHOTS_TAKEN: list[str] = []  # this process's screenshots (tests/site/conftest.py then writes the contact sheet)
+
+
 def look_at(driver, page: str, state: str) -> list[dict]:
     """The visual check of the page as it is now, and its half-scale JPEG kept as ``SCREENSHOTS/<page>--<state>``
-    (the problems beside it as JSON, both in the contact sheet); returns the problems."""
+    (the problems beside it as JSON, both in the contact sheet); returns the problems.
+
+    It reads the page the calling test already loaded and checked with axe-core: no load of its own."""
     problems = visual_problems(driver)
     name = _shot_name(page, state)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     # a chapter at 390 px is up to ~42,000 CSS px tall: whole, it is a 195 x 21,000 px JPEG (~1 MB)
     bu.full_page_screenshot(driver, SCREENSHOTS / f"{name}.jpg", max_height=64000, scale=0.5, quality=70)
     (SCREENSHOTS / f"{name}.json").write_text(json.dumps(problems, indent=1), encoding="utf-8")
-    write_contact_sheet()
+    SHOTS_TAKEN.append(name)
     return problems
 
 
