@@ -46,17 +46,27 @@ def score_backward(query, key, upstream, scale=None):
 ''',
     },
     "ex2": {
-        # squares the standard deviations (variances where standard deviations belong)
-        "wrong": '''import math
+        "wrong": {
+            # the chapter's factor carried over: treats q·q as if it were q·k, Var = d_k sigma⁴ instead of 2 d_k sigma⁴
+            "the chapter's 1/sqrt(d_k), as if q·q were q·k": '''import math
 
 
-def unit_variance_factor(d_k, sigma_q, sigma_k):
-    return 1.0 / (math.sqrt(d_k) * sigma_q**2 * sigma_k**2)
+def self_score_factor(d_k, sigma):
+    return 1.0 / (math.sqrt(d_k) * sigma**2)
 ''',
+            # the right fourth moment, but the standard deviation where its square belongs
+            "sigma where sigma squared belongs": '''import math
+
+
+def self_score_factor(d_k, sigma):
+    return 1.0 / (sigma * math.sqrt(2 * d_k))
+''',
+        },
         "shortcut": None,  # the exercise states no rule
-        # from the variance directly: Var(q·k) = d_k σq² σk², and c = Var^(-1/2)
-        "alternative": '''def unit_variance_factor(d_k, sigma_q, sigma_k):
-    variance = d_k * (sigma_q * sigma_k) ** 2
+        # from the variance directly: Var(q·q) = d_k Var(q_i²) = d_k (3 sigma⁴ - sigma⁴), and c = Var^(-1/2)
+        "alternative": '''def self_score_factor(d_k, sigma):
+    fourth, second = 3 * sigma**4, sigma**2
+    variance = d_k * (fourth - second**2)
     return variance ** -0.5
 ''',
     },
