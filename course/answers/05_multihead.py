@@ -82,11 +82,19 @@ def fused_self_attention(x, w_qkv, b_qkv, w_o, b_o, num_heads):
         },
     },
     "ex2": {
-        # the formula of the chapter, 4 D^2 + 4 D, ignoring kdim and vdim
-        "wrong": '''def mha_parameter_count(embed_dim, num_heads, bias=True, kdim=None, vdim=None):
+        "wrong": {
+            # the formula of the chapter, 4 D^2 + 4 D, ignoring kdim and vdim
+            "ignores kdim and vdim": '''def mha_parameter_count(embed_dim, num_heads, bias=True, kdim=None, vdim=None):
     """Parameters of a multi-head attention layer: Q, K, V, O projections and biases."""
     return 4 * embed_dim**2 + (4 * embed_dim if bias else 0)
 ''',
+            # kdim and vdim right, but the four bias vectors counted whatever bias says
+            "ignores bias": '''def mha_parameter_count(embed_dim, num_heads, bias=True, kdim=None, vdim=None):
+    """Parameters of a multi-head attention layer: Q, K, V, O projections and biases."""
+    kdim, vdim = kdim or embed_dim, vdim or embed_dim
+    return embed_dim * (2 * embed_dim + kdim + vdim) + 4 * embed_dim
+''',
+        },
         # builds the module and counts: the exercise says from the formula
         "shortcut": '''import torch
 

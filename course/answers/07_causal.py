@@ -42,56 +42,107 @@ def longest_context(budget_bytes, num_layers, num_kv_heads, head_dim, batch_size
 ''',
     },
     "ex2": {
-        # attends over all W slots from the first step on, so the empty (zero) slots get weight too
-        "wrong": '''\
+        "wrong": {
+            # attends over all W slots from the first step on, so the stale slots not yet written get weight too
+            "stale slots attended": '''\
 import torch
 
 
-def rolling_decode(query, key, value, window):
-    """Sliding-window attention, one position at a time, from a buffer of `window` slots: (B, H, L, Dv)."""
-    b, h, length, dk = key.shape
-    keys = torch.zeros(b, h, window, dk, dtype=key.dtype)
-    values = torch.zeros(b, h, window, value.shape[-1], dtype=value.dtype)
-    outputs = []
-    for t in range(length):
-        keys[:, :, t % window] = key[:, :, t]
-        values[:, :, t % window] = value[:, :, t]
-        scores = query[:, :, t:t + 1] @ keys.transpose(-2, -1) / dk**0.5
-        outputs.append(torch.softmax(scores, dim=-1) @ values)
-    return torch.stack(outputs, dim=2)[:, :, :, 0]
+def rolling_step(query, key, value, keys, values, position):
+    """One sliding-window decoding step from rolling buffers of W slots: output (B, H, Dv), keys, values."""
+    keys[:, :, position % keys.shape[-2]], values[:, :, position % keys.shape[-2]] = key, value
+    scores = (keys @ query[..., None])[..., 0] / query.shape[-1] ** 0.5  # (B, H, W)
+    return (torch.softmax(scores, dim=-1)[..., None, :] @ values)[..., 0, :], keys, values
 ''',
-        # right numbers, but all positions at once with the library's mask: no buffer at all
-        "shortcut": '''\
-from attnlib import scaled_dot_product_attention
-from attnlib.causal import sliding_window_mask
+            # a buffer that shifts left and appends at the end: right window, but not the layout the exercise
+            # states (position i in slot i mod W), and the stale slots at the front get weight
+            "shifting buffer": '''\
+import torch
 
 
-def rolling_decode(query, key, value, window):
-    """Sliding-window attention, one position at a time, from a buffer of `window` slots: (B, H, L, Dv)."""
-    length = query.shape[-2]
-    return scaled_dot_product_attention(query, key, value, attn_mask=sliding_window_mask(length, length, window))[0]
+def rolling_step(query, key, value, keys, values, position):
+    """One sliding-window decoding step from rolling buffers of W slots: output (B, H, Dv), keys, values."""
+    keys = torch.roll(keys, -1, dims=2)
+    values = torch.roll(values, -1, dims=2)
+    keys[:, :, -1], values[:, :, -1] = key, value
+    scores = (keys @ query[..., None])[..., 0] / query.shape[-1] ** 0.5
+    return (torch.softmax(scores, dim=-1)[..., None, :] @ values)[..., 0, :], keys, values
 ''',
-        # attnlib's attention over the whole buffer with a mask of the slots filled so far; output preallocated
-        "alternative": '''\
+        },
+        "shortcut": {
+            # right numbers, but from a history of every key it keeps itself: the buffers are written, never read
+            "a history of its own": '''\
+import torch
+
+HISTORY = {"keys": [], "values": []}
+
+
+def rolling_step(query, key, value, keys, values, position):
+    """One sliding-window decoding step from rolling buffers of W slots: output (B, H, Dv), keys, values."""
+    window = keys.shape[-2]
+    if position == 0:
+        HISTORY["keys"], HISTORY["values"] = [], []
+    HISTORY["keys"].append(key)
+    HISTORY["values"].append(value)
+    keys[:, :, position % window], values[:, :, position % window] = key, value
+    recent_k = torch.stack(HISTORY["keys"][-window:], dim=2)  # (B, H, <= W, Dk)
+    recent_v = torch.stack(HISTORY["values"][-window:], dim=2)
+    weights = torch.softmax((recent_k @ query[..., None])[..., 0] / query.shape[-1] ** 0.5, dim=-1)
+    return (weights[..., None, :] @ recent_v)[..., 0, :], keys, values
+''',
+            # a buffer that grows by one slot every step (torch.cat): no window on the memory at all
+            "a growing buffer": '''\
+import torch
+
+WINDOW = {}
+
+
+def rolling_step(query, key, value, keys, values, position):
+    """One sliding-window decoding step from rolling buffers of W slots: output (B, H, Dv), keys, values."""
+    if position == 0:  # the first call gets the W-slot buffers: remember W, start a buffer of its own instead
+        WINDOW["W"] = keys.shape[-2]
+        keys = key.new_zeros(*key.shape[:2], 0, key.shape[-1])
+        values = value.new_zeros(*value.shape[:2], 0, value.shape[-1])
+    keys, values = torch.cat([keys, key[:, :, None]], dim=2), torch.cat([values, value[:, :, None]], dim=2)
+    recent_k, recent_v = keys[:, :, -WINDOW["W"]:], values[:, :, -WINDOW["W"]:]
+    weights = torch.softmax((recent_k @ query[..., None])[..., 0] / query.shape[-1] ** 0.5, dim=-1)
+    return (weights[..., None, :] @ recent_v)[..., 0, :], keys, values
+''',
+        },
+        "alternative": {
+            # attnlib's attention over the whole buffer, with a mask of the slots that hold a position; copies
+            "a mask of the written slots": '''\
 import torch
 
 from attnlib import scaled_dot_product_attention
 
 
-def rolling_decode(query, key, value, window):
-    """Sliding-window attention, one position at a time, from a buffer of `window` slots: (B, H, L, Dv)."""
-    b, h, length, dk = key.shape
-    keys = key.new_zeros(b, h, window, dk)
-    values = value.new_zeros(b, h, window, value.shape[-1])
-    filled = torch.zeros(window, dtype=torch.bool)
-    out = value.new_empty(b, h, length, value.shape[-1])
-    for t in range(length):
-        keys[:, :, t % window], values[:, :, t % window] = key[:, :, t], value[:, :, t]
-        filled[t % window] = True
-        step, _ = scaled_dot_product_attention(query[:, :, t:t + 1], keys, values, attn_mask=filled[None, :])
-        out[:, :, t] = step[:, :, 0]
-    return out
+def rolling_step(query, key, value, keys, values, position):
+    """One sliding-window decoding step from rolling buffers of W slots: output (B, H, Dv), keys, values."""
+    window = keys.shape[-2]
+    keys, values = keys.clone(), values.clone()
+    keys[:, :, position % window] = key
+    values[:, :, position % window] = value
+    written = torch.arange(window) <= position  # (W,): slot s holds a position once s <= position
+    out, _ = scaled_dot_product_attention(query[:, :, None], keys, values, attn_mask=written[None, :])
+    return out[:, :, 0], keys, values
 ''',
+            # reads the buffer back in time order (oldest first) before attending, with einsum
+            "in time order": '''\
+import torch
+
+
+def rolling_step(query, key, value, keys, values, position):
+    """One sliding-window decoding step from rolling buffers of W slots: output (B, H, Dv), keys, values."""
+    window = keys.shape[-2]
+    keys[:, :, position % window] = key
+    values[:, :, position % window] = value
+    slots = [p % window for p in range(max(0, position - window + 1), position + 1)]  # oldest to newest
+    k, v = keys[:, :, slots], values[:, :, slots]
+    weights = torch.einsum("bhd,bhsd->bhs", query, k).div(query.shape[-1] ** 0.5).softmax(dim=-1)
+    return torch.einsum("bhs,bhsd->bhd", weights, v), keys, values
+''',
+        },
     },
     "ex5": {
         "wrong": {

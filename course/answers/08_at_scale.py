@@ -6,14 +6,26 @@ Each string is the complete source of the exercise's answer cell as a student wo
 
 ANSWERS = {
     "ex1": {
-        # the most common slip: adding the two states without rescaling them to a common maximum
-        "wrong": '''import torch
+        "wrong": {
+            # the most common slip: adding the two states without rescaling them to a common maximum
+            "no rescaling": '''import torch
 
 
 def merge_states(state_a, state_b):
     (max_a, sum_a, acc_a), (max_b, sum_b, acc_b) = state_a, state_b
     return torch.maximum(max_a, max_b), sum_a + sum_b, acc_a + acc_b
 ''',
+            # rescales right, but with no guard for -inf: two empty states give exp(-inf - (-inf)) = NaN
+            "no guard for two empty states": '''import torch
+
+
+def merge_states(state_a, state_b):
+    (max_a, sum_a, acc_a), (max_b, sum_b, acc_b) = state_a, state_b
+    new_max = torch.maximum(max_a, max_b)
+    scale_a, scale_b = torch.exp(max_a - new_max), torch.exp(max_b - new_max)
+    return new_max, sum_a * scale_a + sum_b * scale_b, acc_a * scale_a[..., None] + acc_b * scale_b[..., None]
+''',
+        },
         "shortcut": None,  # the exercise states no rule
         # stacks the two states and weighs them in one go, instead of naming each rescaling
         "alternative": '''import torch
@@ -58,6 +70,16 @@ def causal_tiles(length, block_size):
     reads = 3 * length * head_dim  # Q, K, V
     writes = length * head_dim + length  # O and the log-sum-exp
     return (reads + writes) * bytes_per_element
+''',
+            # counts only what the loops repeat, K and V per query block: Q's read, O's and the lse's writes missing
+            "K and V only": '''def swapped_loops_io(length, head_dim, block_rows, bytes_per_element=2):
+    query_blocks = -(-length // block_rows)
+    return query_blocks * 2 * length * head_dim * bytes_per_element
+''',
+            # O written, but not the log-sum-exp of its rows (which the backward pass needs)
+            "no log-sum-exp": '''def swapped_loops_io(length, head_dim, block_rows, bytes_per_element=2):
+    query_blocks = -(-length // block_rows)
+    return (2 * length * head_dim + query_blocks * 2 * length * head_dim) * bytes_per_element
 ''',
             # floor instead of ceiling: forgets the last, shorter query block
             "floor of L / B_r": '''def swapped_loops_io(length, head_dim, block_rows, bytes_per_element=2):
