@@ -52,6 +52,8 @@
     if (result.item) {
       const copy = result.item.cloneNode(true);
       copy.querySelectorAll('[id]').forEach(e => e.removeAttribute('id'));
+      // "B. Wrong." says again what the verdict said; "If you got 3.35:" names the slip, and stays
+      if (form.dataset.kind !== 'number' || right) { copy.querySelector('.attnlib-quiz-verdict').remove(); }
       copy.classList.remove('attnlib-quiz-explanation');
       copy.removeAttribute('data-correct');
       status.appendChild(copy);

@@ -62,7 +62,8 @@ const status = form.querySelector('.attnlib-quiz-feedback');
 const items = Array.from(form.querySelectorAll('.attnlib-quiz-explanation')).map(e => ({
   correct: e.dataset.correct === 'true', choice: e.dataset.choice, value: e.dataset.value,
   verdict: e.querySelector('.attnlib-quiz-verdict').textContent.trim(),
-  text: e.textContent.replace(/\\s+/g, ' ').trim()}));
+  text: Array.from(e.children).filter(c => !c.classList.contains('attnlib-quiz-verdict'))
+    .map(c => c.textContent).join(' ').replace(/\\s+/g, ' ').trim()}));
 return {role: status.getAttribute('role'), live: status.getAttribute('aria-live'),
         feedback: status.textContent.replace(/\\s+/g, ' ').trim(), items: items,
         marked: Array.from(form.querySelectorAll('.attnlib-quiz-choice')).map(c => c.className)};
