@@ -14,9 +14,10 @@ Sphinx extensions (``_config.yml`` lists them under ``sphinx: extra_extensions``
                              ``live_views``: BertViz's views for the page)
 ``attnsite.live_induction``  chapter 7's induction head in the reader's browser
 ``attnsite.a11y``            figures' text alternatives, ARIA fixes, phone reflow and print CSS
+``attnsite.quiz``            quick checks (the ``{quiz}`` fence, read by ``course.quiz``) answered on the page
 
 ``python -m attnsite.print_book`` prints the built site into the PDF editions (``make pdf``). ``sources``
 derives the build caches' keys from the code they depend on. ``static/`` holds the site's own CSS and
-JavaScript (package data), copied into the built site's ``_static/``. A new part of the build (an on-page
-quiz, a visual check of every page) is a new module here, registered in ``_config.yml`` the same way.
+JavaScript (package data), copied into the built site's ``_static/``. A new part of the build (a
+visual check of every page) is a new module here, registered in ``_config.yml`` the same way.
 """

@@ -14,6 +14,9 @@ joins the pages into one book with a bookmark per chapter.
   ``a11y.py`` marks ``attnlib-solution``, and the "Solution" dropdowns of written exercises);
 * instructor edition (``--instructor``): every solution printed open.
 
+In both, the quick checks (``attnsite/quiz.py``) print as questions, their answers and explanations gathered
+under "Answers to the checks" at the end of each chapter.
+
 Every other collapsed part (hidden code, test cells) is printed open. Usage:
 ``python -m attnsite.print_book [--instructor] [--site _build/html] [--out book.pdf]``.
 """
@@ -73,6 +76,8 @@ if (!instructor) {
   all('.attnlib-solution').forEach(e => { e.remove(); removed++; });
   all('.admonition, details.dropdown, details').filter(isSolution).forEach(e => { e.remove(); removed++; });
 }
+// the quick checks' answers under "Answers to the checks" at the end of the chapter (attnsite/static/quiz.js)
+if (window.attnlibQuiz) { window.attnlibQuiz.answersAtEnd(); }
 all('details').forEach(d => { d.open = true; });
 all('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
 all('.admonition.toggle, .toggle').forEach(e => e.classList.add('toggle-shown'));

@@ -10,6 +10,8 @@ student release gets plain Markdown instead:
 * {cite}`ch7-dao2022flashattention` becomes ``(Dao et al., 2022)``, and the ``{bibliography}``
   directive a plain list of the entries the notebook cites (from ``book/references.bib``);
 * admonitions (```` ```{warning} ````, ``:::{note}``) become block quotes with their title in bold;
+* a quick check (```` ```{quiz} ````, ``course/quiz.py``) becomes its question and choices, numbered as on the
+  website, with the answer and every explanation in a collapsed ``<details>``;
 * a glued number ({glue:text}`name:.2f`, myst-nb's ``glue``) becomes the value stored in the outputs,
   whatever MIME type it was stored under (``display=False`` prefixes it with
   ``application/papermill.record/``);
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import codecs
+import itertools
 import re
 from pathlib import Path
 
@@ -29,7 +32,7 @@ import latexcodec  # noqa: F401 - registers the "ulatex" codec used by _plain
 import nbformat
 from pybtex.database import parse_file
 
-from course import site
+from course import quiz, site
 
 LABELLED = re.compile(r"(\$\$)(?P<body>.*?)\$\$[ \t]*\((?P<label>eq-[\w-]+)\)", re.S)
 EQ_REF = re.compile(r"\{eq\}`(?P<label>[^`]+)`")
@@ -107,6 +110,17 @@ def _eq_ref(label: str, stem: str, numbers: dict) -> str:
     return f"({number})" if where == stem else f"([{number}]({where}.ipynb))"
 
 
+def _quiz(match: re.Match, glued: dict[str, str], numbers: itertools.count) -> str:
+    options, body = quiz.split_options(match["body"])
+    check = quiz.parse(match["arg"], body, options)
+    shown = {}
+    if check.kind == "number":
+        for choice in check.choices:
+            name, spec = quiz.number_key(choice)
+            shown[choice.text] = _glue_value(name, spec, glued)
+    return quiz.plain_markdown(check, next(numbers), shown)
+
+
 def _admonition(match: re.Match, bibliography_list: str) -> str:
     name, arg, body = match["name"], match["arg"].strip(), OPTION.sub("", match["body"]).strip()
     if name == "bibliography":
@@ -162,13 +176,17 @@ def format_glued(text: str, spec: str | None) -> str:
 
 
 def _glue(match: re.Match, values: dict[str, str]) -> str:
-    name = match["name"].strip()
+    return _glue_value(match["name"].strip(), match["spec"], values)
+
+
+def _glue_value(name: str, spec: str | None, values: dict[str, str]) -> str:
+    """The text of the glued value ``name`` as {glue:text}`name:spec` shows it."""
     if name not in values:
         raise KeyError(f"expected a glued value {name!r} in the notebook's outputs, got none (execute it)")
     if not values[name].strip():
         raise ValueError(f"expected the text of the glued value {name!r}, got an empty one (a MIME type "
                          "without text/plain?)")
-    return format_glued(values[name].strip(), match["spec"])
+    return format_glued(values[name].strip(), spec)
 
 
 def section_links(notebooks: dict[str, nbformat.NotebookNode], page_url) -> dict[str, tuple[str, str]]:
@@ -221,14 +239,19 @@ def _cross_references(source: str, links: dict[str, tuple[str, str]]) -> str:
 
 
 def plain_markdown(source: str, stem: str, numbers: dict, bib: Bibliography, bibliography_list: str,
-                   glued: dict[str, str] | None = None, links: dict[str, tuple[str, str]] | None = None) -> str:
-    """One markdown cell's source with the book-only markup replaced (see the module docstring)."""
+                   glued: dict[str, str] | None = None, links: dict[str, tuple[str, str]] | None = None,
+                   quizzes: itertools.count | None = None) -> str:
+    """One markdown cell's source with the book-only markup replaced (see the module docstring).
+
+    ``quizzes`` numbers the notebook's quick checks in order (one counter for all its cells)."""
+    quizzes = quizzes or itertools.count(1)
     source = GLUE.sub(lambda m: _glue(m, glued or {}), source)
     source = _cross_references(source, links or {})
     source = LABELLED.sub(lambda m: f"$${m['body'].rstrip()} \\tag{{{numbers[m['label']][1]}}}\n$$", source)
     source = EQ_REF.sub(lambda m: _eq_ref(m["label"], stem, numbers), source)
     source = CITE.sub(lambda m: "(" + "; ".join(bib.cite(k) for k in m["keys"].split(",")) + ")", source)
-    return FENCE.sub(lambda m: _admonition(m, bibliography_list), source)
+    return FENCE.sub(lambda m: _quiz(m, glued or {}, quizzes) if m["name"] == "quiz"
+                     else _admonition(m, bibliography_list), source)
 
 
 def student_notebook(nb, stem: str, numbers: dict, bib: Bibliography, links: dict[str, tuple[str, str]] | None = None):
@@ -239,8 +262,9 @@ def student_notebook(nb, stem: str, numbers: dict, bib: Bibliography, links: dic
     nb = nbformat.from_dict(nb)
     references = "\n".join(f"- {bib.reference(key)}" for key in cited_keys(nb))
     glued = glued_values(nb)
+    quizzes = itertools.count(1)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            cell.source = plain_markdown(cell.source, stem, numbers, bib, references, glued, links)
+            cell.source = plain_markdown(cell.source, stem, numbers, bib, references, glued, links, quizzes)
     nb.metadata.pop("widgets", None)
     return nb

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from course import quiz
+from course.markup import FENCE
+
 BOOK = Path(__file__).resolve().parents[2] / "book"
 ROLE = re.compile(r"\{glue(?::[a-z]+)?\}`([^`:]+)(?::([^`]*))?`")
 FIXED = re.compile(r",?\.(\d+)([f%])")  # the format specs the book uses for floats: .2f, ,.0f, .1%
@@ -37,8 +40,19 @@ def stored_values() -> dict[str, tuple[str, str]]:
     return found
 
 
+def quiz_numbers(text: str):
+    """``(name, spec)`` of every glued value a ``:type: number`` quick check asks for (course/quiz.py): the page
+    shows it with that spec, as a role would."""
+    for fence in FENCE.finditer(text):
+        if fence["name"] == "quiz":
+            options, body = quiz.split_options(fence["body"])
+            check = quiz.parse(fence["arg"], body, options)
+            if check.kind == "number":
+                yield from (quiz.number_key(choice) for choice in check.choices)
+
+
 def roles() -> dict[str, set[str]]:
-    """The format spec of every ``{glue}`` role, by glued name (``""`` where the role has none)."""
+    """The format spec of every ``{glue}`` role and number check, by glued name (``""`` where it has none)."""
     shown = collections.defaultdict(set)
     for path in [*CHAPTERS, *BOOK.glob("*.md")]:
         if path.suffix == ".ipynb":
@@ -46,8 +60,8 @@ def roles() -> dict[str, set[str]]:
             text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
         else:
             text = path.read_text(encoding="utf-8")
-        for name, spec in ROLE.findall(text):
-            shown[name].add(spec)
+        for name, spec in [*ROLE.findall(text), *quiz_numbers(text)]:
+            shown[name].add(spec or "")
     return shown
 
 
