@@ -53,14 +53,14 @@ def check_message(message) -> str:
     return text
 
 
-def say(target, message: str):
+def say(target, message: str) -> None:
     """Give the figure of ``target`` (a Figure or Axes) its message: the first sentence of its text alternative.
 
     Write it in the cell that draws the figure, true of what it shows, with computed numbers rounded as the page
-    shows them: ``say(ax, f"The weights of cat peak at {w.max():.2f} on sat.")``. Returns ``target``.
+    shows them: ``say(ax, f"The weights of cat peak at {w.max():.2f} on sat.")``. Returns None, so that a
+    notebook cell ending with it does not show the figure a second time.
     """
     setattr(_figure_of(target), MESSAGE_ATTR, check_message(message))
-    return target
 
 
 def message_of(fig) -> str | None:

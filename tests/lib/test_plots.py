@@ -418,7 +418,7 @@ def test_say_puts_the_message_first_and_the_data_summary_after():
     fig, ax = plt.subplots()
     ax.plot([0, 1, 2], [0, 1, 4], label="cost")
     summary = plots.describe_figure(fig)
-    assert plots.say(ax, "The cost grows  faster than\nthe length.") is ax  # spacing is layout, not words
+    assert plots.say(ax, "The cost grows  faster than\nthe length.") is None  # a cell ending with it shows nothing
     assert plots.message_of(fig) == "The cost grows faster than the length."
     assert plots.describe_figure(fig) == f"The cost grows faster than the length. {summary}"
     png, meta = plots.figure_png(fig)
@@ -470,7 +470,9 @@ def test_say_names_what_it_expected_for_a_wrong_type():
         plots.say(plt.figure(), 42)
     with pytest.raises(TypeError, match="expected a matplotlib Figure or Axes .*got str"):
         plots.say("figure 3", "The weights rise with T.")
-    assert plots.say(plt.figure(), "√dₖ scaling keeps the spread near 1.")  # a symbol may open a sentence
+    fig = plt.figure()
+    plots.say(fig, "√dₖ scaling keeps the spread near 1.")  # a symbol may open a sentence
+    assert plots.message_of(fig) == "√dₖ scaling keeps the spread near 1."
     plt.close("all")
 
 
