@@ -302,7 +302,7 @@ class Images(HTMLParser):
         if tag == "img":
             self.images.append(attrs)
         if tag == "svg" and attrs.get("role") == "img":  # an inline SVG figure (explorer states)
-            self.images.append({"alt": attrs.get("aria-label"), "src": "inline-svg"})
+            self.images.append({**attrs, "alt": attrs.get("aria-label"), "src": "inline-svg"})
         if tag == "script" and attrs.get("type") == "application/vnd.jupyter.widget-state+json":
             self._state = True
             self.states.append("")
