@@ -1,17 +1,71 @@
 """Text alternatives of matplotlib figures: ``describe_figure`` says in words what a figure draws.
 
-Titles, axes, the colour bar, and the pattern: each row's strongest key, a curve's trend, the tallest bar, the
-points. Read from the drawn figure only (no data passed beside it), so the words cannot drift from the image.
-``attnlib.views.images`` stores the text with the image; the website's a11y extension writes it into ``alt``.
+A figure's text alternative starts with its *message*, the one sentence its author wants the reader to take
+from it, given with ``say(fig_or_ax, "...")`` in the cell that draws it (its numbers computed and rounded, never
+typed). Then comes the data summary: titles, axes, the colour bar, and the pattern: each row's strongest key, a
+curve's trend, the tallest bar, the points. The summary is read from the drawn figure only (no data passed beside
+it), so the words cannot drift from the image. ``attnlib.views.images`` stores the text with the image (and the
+message on its own, so tests can check every figure has one); the website's a11y extension writes it into ``alt``.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.container import BarContainer
+from matplotlib.figure import Figure, SubFigure
 
 MAX_ROWS_DESCRIBED = 12  # a heatmap with more rows is summarised, not read row by row
+MESSAGE_ATTR = "_attnlib_message"  # where ``say`` stores a figure's message on the Figure object
+MIN_MESSAGE_WORDS = 4
+_SECOND_SENTENCE = re.compile(r"[.!?] +[A-Z]")  # "... rises. The ...": a message is one sentence
+
+
+def _figure_of(target) -> Figure:
+    if isinstance(target, Axes):
+        return target.get_figure(root=True)
+    if isinstance(target, SubFigure):
+        return target.get_figure(root=True)
+    if isinstance(target, Figure):
+        return target
+    raise TypeError(f"expected a matplotlib Figure or Axes to say a message about, got {type(target).__qualname__}")
+
+
+def check_message(message) -> str:
+    """``message`` stripped, or a ValueError/TypeError saying why it is not one sentence a reader can take away."""
+    if not isinstance(message, str):
+        raise TypeError(f"expected the figure's message as a str (one sentence), got {type(message).__qualname__}")
+    text = " ".join(message.split())
+    problem = None
+    if len(text.split()) < MIN_MESSAGE_WORDS:
+        problem = f"at least {MIN_MESSAGE_WORDS} words"
+    elif text[0].isalpha() and not text[0].isupper():
+        problem = "a capital letter (or a number or symbol) first"
+    elif text[-1] not in ".!?":
+        problem = "a full stop (or ? or !) at the end"
+    elif _SECOND_SENTENCE.search(text):
+        problem = "one sentence only (the summary of the data follows it)"
+    if problem:
+        raise ValueError(f"expected the figure's message as one sentence with {problem}, got {message!r}")
+    return text
+
+
+def say(target, message: str) -> None:
+    """Give the figure of ``target`` (a Figure or Axes) its message: the first sentence of its text alternative.
+
+    Write it in the cell that draws the figure, true of what it shows, with computed numbers rounded as the page
+    shows them: ``say(ax, f"The weights of cat peak at {w.max():.2f} on sat.")``. Returns None, so that a
+    notebook cell ending with it does not show the figure a second time.
+    """
+    setattr(_figure_of(target), MESSAGE_ATTR, check_message(message))
+
+
+def message_of(fig) -> str | None:
+    """The message ``say`` gave ``fig`` (a Figure or Axes), or None."""
+    return getattr(_figure_of(fig), MESSAGE_ATTR, None)
 
 
 def _number(value: float) -> str:
@@ -293,7 +347,13 @@ def describe_axes(ax) -> str:
 
 
 def describe_figure(fig) -> str:
-    """A text alternative for ``fig``: its title and every visible panel (colour bars are read with their panel)."""
+    """A text alternative for ``fig``: its message (``say``) first, then ``summarize_figure``'s data summary."""
+    message, summary = message_of(fig), summarize_figure(fig)
+    return f"{message} {summary}" if message else summary
+
+
+def summarize_figure(fig) -> str:
+    """The data of ``fig`` in words: its title and every visible panel (colour bars are read with their panel)."""
     fig.canvas.draw()  # tick labels exist only once drawn
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison and not is_colorbar(ax)]
     described = [describe_axes(ax) for ax in panels]

@@ -23,13 +23,15 @@ from matplotlib.figure import Figure
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from attnlib.views.alt_text import describe_figure, is_colorbar
+from attnlib.views.alt_text import describe_figure, is_colorbar, message_of, summarize_figure
 
 SCALE = 2  # image pixels per CSS pixel: 2x PNGs stay sharp on high-density screens
 ALT_KEY = "Description"  # the PNG text chunk (a registered keyword) that holds the figure's description
 SCALE_KEY = "attnlib-scale"  # PNG text chunk: pixels per CSS pixel, so a page shows the image at its size
 CELL_TEXT_KEY = "attnlib-cell-text-px"  # PNG text chunk: smallest number written in a heatmap cell, CSS px
 COLORBARS_KEY = "attnlib-colorbars"  # PNG text chunk: ``colour_bars``' census (JSON), read by the tests
+MESSAGE_KEY = "attnlib-message"  # PNG text chunk: the figure's message (``alt_text.say``), the alt's first sentence
+MESSAGE_ATTRIBUTE = "data-attnlib-message"  # the same on an explorer state's <img> or inline <svg>
 
 
 def _quantize(png: bytes, colors: int, info: PngInfo | None = None) -> bytes:
@@ -85,7 +87,8 @@ def figure_png(fig, dpi: int = 72, colors: int = 128, scale: int = SCALE, alt: s
 
     The metadata is Jupyter's for an image output: ``width``/``height`` in CSS pixels and ``alt``
     (``describe_figure`` unless given). The PNG carries both too (text chunks ``Description`` and
-    ``attnlib-scale``), so the text alternative travels with the image wherever it goes.
+    ``attnlib-scale``), so the text alternative travels with the image wherever it goes; the figure's message
+    (``alt_text.say``), when it has one, also on its own (``attnlib-message``).
     """
     alt = describe_figure(fig) if alt is None else alt
     buffer = io.BytesIO()
@@ -94,6 +97,8 @@ def figure_png(fig, dpi: int = 72, colors: int = 128, scale: int = SCALE, alt: s
     info.add_text(ALT_KEY, alt)
     info.add_text(SCALE_KEY, str(scale))
     info.add_text(COLORBARS_KEY, json.dumps(colour_bars(fig)))
+    if message_of(fig):
+        info.add_text(MESSAGE_KEY, message_of(fig))
     if cell_text_px(fig, dpi) is not None:
         info.add_text(CELL_TEXT_KEY, f"{cell_text_px(fig, dpi):g}")
     png = _quantize(buffer.getvalue(), colors, info)
@@ -111,8 +116,14 @@ def png_text(png: bytes) -> dict[str, str]:
 _SVG_ID = re.compile(r'\bid="([^"]+)"')
 
 
+def _message_attribute(fig) -> str:
+    message = message_of(fig)
+    return f' {MESSAGE_ATTRIBUTE}="{html.escape(message)}"' if message else ""
+
+
 def figure_svg(fig, alt: str) -> str:
-    """``fig`` as inline SVG markup (text as text), named by ``alt`` for screen readers.
+    """``fig`` as inline SVG markup (text as text), named by ``alt`` for screen readers (its message, if any, in
+    ``data-attnlib-message`` too).
 
     Its ids get a prefix made from its content, so several figures on one page never share one.
     """
@@ -126,7 +137,8 @@ def figure_svg(fig, alt: str) -> str:
         text = text.replace(f'id="{name}"', f'id="{prefix}{name}"').replace(f"#{name})", f"#{prefix}{name})")
         text = text.replace(f'href="#{name}"', f'href="#{prefix}{name}"')
     label = html.escape(alt)
-    return text.replace("<svg ", f'<svg role="img" aria-label="{label}" style="max-width:100%;height:auto" ', 1)
+    return text.replace("<svg ", f'<svg role="img" aria-label="{label}"{_message_attribute(fig)} '
+                                 'style="max-width:100%;height:auto" ', 1)
 
 
 MAX_SVG_POINTS = 400  # markers and vertices a chart may hold and still be inline SVG (a few kB of text)
@@ -151,11 +163,11 @@ def figure_to_html(fig, dpi: int = 72, alt: str | None = None) -> str:
     an ``<img>`` of a described 2x palette PNG for heatmaps and dense scatters, otherwise inline SVG (line and
     bar charts: text stays text, sharp at any zoom). Only the chosen format is drawn.
 
-    The text alternative is ``describe_figure``'s account of it, after ``alt`` when one is given (a
-    caller's title such as "weights at T = 0.5" leads, what the figure shows follows).
+    The text alternative is the figure's message (``alt_text.say``: one per state, or the explorer's shared one),
+    then ``alt`` when one is given (a caller's title such as "weights at T = 0.5"), then the data summary.
     """
-    described = describe_figure(fig)
-    alt = described if alt is None else f"{alt.rstrip('. ')}. {described}"
+    parts = [message_of(fig), alt.rstrip(". ") + "." if alt is not None else None, summarize_figure(fig)]
+    alt = " ".join(part for part in parts if part)
     if not raster_kind(fig):
         svg = figure_svg(fig, alt)
         plt.close(fig)
@@ -163,7 +175,8 @@ def figure_to_html(fig, dpi: int = 72, alt: str | None = None) -> str:
     png, meta = figure_png(fig, dpi=dpi, alt=alt)
     plt.close(fig)
     data = base64.b64encode(png).decode("ascii")
-    return (f'<img alt="{html.escape(alt)}" width="{meta["width"]}" height="{meta["height"]}" '
+    return (f'<img alt="{html.escape(alt)}"{_message_attribute(fig)} '
+            f'width="{meta["width"]}" height="{meta["height"]}" '
             f'style="max-width:100%;height:auto" src="data:image/png;base64,{data}"/>')
 
 

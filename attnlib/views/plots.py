@@ -15,11 +15,11 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
-from attnlib.views.alt_text import describe_axes, describe_figure
+from attnlib.views.alt_text import describe_axes, describe_figure, message_of, say
 from attnlib.views.images import figure_png, figure_to_html, png_text, use_compact_figures
 
 __all__ = ["DIVERGING", "describe_axes", "describe_figure", "figure_png", "figure_to_html", "head_grid", "heatmap",
-           "html_heatmap", "png_text", "to_numpy", "use_compact_figures"]
+           "html_heatmap", "message_of", "png_text", "say", "to_numpy", "use_compact_figures"]
 
 CELL_FONT_SIZE = 9  # points: 9 CSS px at the 72 dpi figures are shown at; a11y.py keeps phones from shrinking them
 DIVERGING = "RdBu_r"  # blue-white-red: readable with red-green colour-vision deficiencies (ColorBrewer)

@@ -5,6 +5,7 @@ import io
 import json
 import re
 import warnings
+from html.parser import HTMLParser
 
 import matplotlib
 
@@ -408,3 +409,117 @@ def test_every_chapter_figure_writes_cell_numbers_legible_on_a_phone():
     assert numbered > 10
     assert a11y.shrinks_illegibly(711, 9) and not a11y.shrinks_illegibly(300, 9)
     assert not a11y.shrinks_illegibly(900, None)  # no numbers in its cells: it may shrink
+
+
+# --- a figure's message: the first sentence of its text alternative ----------------------------------------
+
+
+def test_say_puts_the_message_first_and_the_data_summary_after():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1, 2], [0, 1, 4], label="cost")
+    summary = plots.describe_figure(fig)
+    assert plots.say(ax, "The cost grows  faster than\nthe length.") is None  # a cell ending with it shows nothing
+    assert plots.message_of(fig) == "The cost grows faster than the length."
+    assert plots.describe_figure(fig) == f"The cost grows faster than the length. {summary}"
+    png, meta = plots.figure_png(fig)
+    assert meta["alt"] == plots.png_text(png)[images.ALT_KEY] == plots.describe_figure(fig)
+    assert plots.png_text(png)[images.MESSAGE_KEY] == "The cost grows faster than the length."
+    plt.close("all")
+
+
+def test_explorer_states_lead_with_the_message_then_the_caller_title_then_the_data():
+    for dense in (False, True):  # inline SVG and described PNG
+        fig = _dense_figure() if dense else plt.subplots()[0]
+        if not dense:
+            fig.axes[0].plot([0, 1], [0, 1])
+        plots.say(fig, 'A "quoted" message says <what> it shows.')
+        html = plots.figure_to_html(fig, alt="state 2")
+        alt = re.search(r'(?:alt|aria-label)="([^"]*)"', html).group(1)
+        assert alt.startswith("A &quot;quoted&quot; message says &lt;what&gt; it shows. state 2. ")
+        assert len(alt) > len("A &quot;quoted&quot; message says &lt;what&gt; it shows. state 2. ") + 10
+        assert f'{images.MESSAGE_ATTRIBUTE}="A &quot;quoted&quot; message says &lt;what&gt; it shows."' in html
+
+
+def test_a_figure_without_a_message_keeps_the_summary_alone():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    png, meta = plots.figure_png(fig)
+    assert plots.message_of(ax) is None and images.MESSAGE_KEY not in plots.png_text(png)
+    assert meta["alt"] == plots.describe_figure(fig) and meta["alt"].startswith("a curve falls")
+    assert images.MESSAGE_ATTRIBUTE not in plots.figure_to_html(fig)
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("", "at least 4 words"),
+    ("Rises.", "at least 4 words"),
+    ("the weights rise with T.", "a capital letter"),
+    ("The weights rise with T", "a full stop"),
+    ("The weights rise. Then they fall.", "one sentence only"),
+])
+def test_say_refuses_what_is_not_one_sentence(message, expected):
+    fig = plt.figure()
+    with pytest.raises(ValueError, match=expected) as error:
+        plots.say(fig, message)
+    assert repr(message) in str(error.value)  # says what came
+    assert plots.message_of(fig) is None
+    plt.close("all")
+
+
+def test_say_names_what_it_expected_for_a_wrong_type():
+    with pytest.raises(TypeError, match="expected the figure's message as a str .*got int"):
+        plots.say(plt.figure(), 42)
+    with pytest.raises(TypeError, match="expected a matplotlib Figure or Axes .*got str"):
+        plots.say("figure 3", "The weights rise with T.")
+    fig = plt.figure()
+    plots.say(fig, "√dₖ scaling keeps the spread near 1.")  # a symbol may open a sentence
+    assert plots.message_of(fig) == "√dₖ scaling keeps the spread near 1."
+    plt.close("all")
+
+
+class _Figures(HTMLParser):
+    """The attributes of every <img> and inline <svg role="img"> in an HTML string."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[dict] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "img" or (tag == "svg" and attrs.get("role") == "img"):
+            self.found.append({"alt": attrs.get("alt", attrs.get("aria-label")),
+                               "message": attrs.get(images.MESSAGE_ATTRIBUTE)})
+
+
+def _strings(node):
+    if isinstance(node, str):
+        yield node
+    for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
+        yield from _strings(value)
+
+
+def chapter_figure_messages():
+    """(notebook, where, message, alt) of every figure a chapter or the background page stores: each cell's
+    PNG (message from its ``attnlib-message`` chunk) and each explorer state's image (from its attribute)."""
+    for path in sorted((Path(__file__).resolve().parents[2] / "book").glob("*.ipynb")):
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        for cell in notebook["cells"]:
+            for output in cell.get("outputs", []):
+                if "image/png" in output.get("data", {}):
+                    chunks = plots.png_text(base64.b64decode(output["data"]["image/png"]))
+                    yield path.stem, f"cell {cell.get('id')}", chunks.get(images.MESSAGE_KEY), chunks[images.ALT_KEY]
+        for text in _strings(notebook["metadata"].get("widgets", {})):
+            if "<img" in text or "<svg" in text:
+                parser = _Figures()
+                parser.feed(text)
+                for figure in parser.found:
+                    yield path.stem, "explorer state", figure["message"], figure["alt"]
+
+
+def test_every_chapter_figure_leads_with_its_message():
+    seen = 0
+    for notebook, where, message, alt in chapter_figure_messages():
+        assert message, f"{notebook} {where}: no message (say(fig, '...') in the cell that draws it): {alt[:120]}"
+        assert alt_text.check_message(message) == message
+        assert alt.startswith(message + " ") and len(alt) > len(message) + 10, f"{notebook} {where}: {alt[:200]}"
+        seen += 1
+    assert seen > 50

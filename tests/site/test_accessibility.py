@@ -20,6 +20,7 @@ kept in ``_build/screenshots/`` with a contact sheet, ``_build/screenshots/index
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import functools
 import html
@@ -312,7 +313,7 @@ class Images(HTMLParser):
         if tag == "img":
             self.images.append(attrs)
         if tag == "svg" and attrs.get("role") == "img":  # an inline SVG figure (explorer states)
-            self.images.append({"alt": attrs.get("aria-label"), "src": "inline-svg"})
+            self.images.append({**attrs, "alt": attrs.get("aria-label"), "src": "inline-svg"})
         if tag == "script" and attrs.get("type") == "application/vnd.jupyter.widget-state+json":
             self._state = True
             self.states.append("")
@@ -376,19 +377,42 @@ def test_figures_have_descriptive_alt_text(page):
     assert bad == [], f"{page}: {len(bad)} of {len(images)} images without a describing alt text: {bad[:5]}"
 
 
-def test_chapter_figures_say_what_they_show():
-    """Every chapter figure is described from its content: a panel, a heatmap, curves, bars or points."""
+def _stored_message(image: dict) -> str | None:
+    """The message a figure was drawn with (``attnlib.views.alt_text.say``): from its PNG's ``attnlib-message``
+    chunk (a file of the site or a data URI), or from an explorer state's ``data-attnlib-message`` attribute."""
+    from attnlib.views import images as figure_images  # noqa: PLC0415 - the library side, only this test
+
+    src = image.get("src", "")
+    if src.startswith("data:image/png;base64,"):
+        png = base64.b64decode(src.split(",", 1)[1])
+    elif src.endswith(".png"):
+        files = [p for p in (SITE / "book" / src, SITE / src) if p.is_file()]
+        png = files[0].read_bytes() if files else b""
+    else:
+        return image.get(figure_images.MESSAGE_ATTRIBUTE)
+    return figure_images.png_text(png).get(figure_images.MESSAGE_KEY) if png else None
+
+
+def test_chapter_figures_lead_with_their_message():
+    """Every figure of a chapter (and of the background page), explorer states included, has an alt text that
+    begins with its author's one-sentence message, followed by a description of its content."""
+    from attnlib.views.alt_text import check_message  # noqa: PLC0415
+
     _require_site()
-    chapters = [p for p in PAGES if re.match(r"book/0\d_", p)]
+    chapters = [p for p in PAGES if re.match(r"book/(0\d_|background)", p)]
     assert chapters, PAGES
     words = re.compile(r"heatmap|colour grid|against|rises|falls|varies|bars|points|Figure")
     for page in chapters:
-        described = [i["alt"] for i in page_images(page) if "_static/" not in i.get("src", "")
-                     and (i.get("src", "").endswith(".png") or i.get("src", "").startswith(("data:image/png",
-                                                                                            "inline-svg")))]
-        assert described, f"{page}: no figure at all"
-        vague = [alt[:80] for alt in described if not words.search(alt)]
-        assert vague == [], f"{page}: figures whose alt text describes no content: {vague}"
+        figures = [i for i in page_images(page) if "_static/" not in i.get("src", "")
+                   and (i.get("src", "").endswith(".png") or i.get("src", "").startswith(("data:image/png",
+                                                                                          "inline-svg")))]
+        assert figures, f"{page}: no figure at all"
+        for image in figures:
+            alt, message = image.get("alt") or "", _stored_message(image)
+            assert message, f"{page}: a figure without a message (say(fig, ...) where it is drawn): {alt[:100]}"
+            assert check_message(message) == message
+            assert alt.startswith(message + " "), f"{page}: the alt does not begin with the message: {alt[:200]}"
+            assert words.search(alt[len(message):]), f"{page}: no description after the message: {alt[:200]}"
 
 
 # --- reflow at 320 px ------------------------------------------------------------------------------------
