@@ -23,7 +23,7 @@ import nbformat
 import pytest
 
 from course.exercise_cells import BEGIN_SOLUTION, END_SOLUTION, nbgrader
-from course.grades import gradebook
+from course.layout import Course
 from tests.course.test_course import WITHOUT_DAC, overrides_permissions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,7 +192,7 @@ def test_the_sandbox_held_nothing_of_the_course(graded, mode):
     assert "no gradebook:" in vandal and "uid=65534" in vandal  # it ran as nobody, and found nothing to write
     assert not list(course.parent.rglob("pwned.txt"))
     assert graded[mode]["inbox_after"] == graded[mode]["inbox_before"]
-    with gradebook(course) as gb:
+    with Course(course).gradebook() as gb:
         assert all(g.manual_score is None for a in gb.assignments for s in a.submissions for n in s.notebooks
                    for g in n.grades)
 
