@@ -20,7 +20,11 @@ The nbgrader course directory is ``course-work/`` (``--course DIR`` or ``$COURSE
 ``release/``, ``submitted/``, ``autograded/``, ``feedback/``, ``gradebook.db``, ``nbgrader_config.py``,
 ``graded.json``, ``stopped.json`` (what a sandbox limit stopped), ``grades.csv``, ``exercises.csv``, ``logs/``
 (nbgrader's logs of failed runs),
-``downloaded/`` (zip imports), ``.course.lock``. It persists: no command deletes it (course/nbgrader_course.py
-says what each one updates; course/parallel.py how grading runs on workers; course/sandbox.py,
-course/boundary.py and course/verdict.py how student code runs sandboxed and is judged outside its process).
+``downloaded/`` (zip imports), ``.course.lock``. It persists: no command deletes it. Its one owner is
+``course.layout.Course`` (every path, the config, nbgrader's API, the gradebook, the ledgers, the lock); the
+commands, each returning a ``course.result.Result``: course/release.py (``student``), course/collect.py
+(``roster``, ``import-zip``, ``due``, submissions into ``submitted/``), course/autograde.py (``autograde``,
+``regrade``), course/report.py (``feedback``, ``grades``); course/parallel.py says how grading runs on
+workers; course/sandbox.py, course/boundary.py and course/verdict.py how student code runs sandboxed and is
+judged outside its process.
 """

@@ -10,22 +10,13 @@ from pathlib import Path
 
 import nbformat
 
-from course import grades
+from course.autograde import autograde, forget
 from course.checks import notebook_problems
-from course.nbgrader_course import (
-    DEFAULT_ROOT,
-    CourseBusy,
-    assignments,
-    autograde,
-    course_lock,
-    feedback,
-    forget,
-    import_roster,
-    import_zip,
-    release,
-    set_due,
-)
+from course.collect import import_roster, import_zip, set_due
+from course.layout import DEFAULT_ROOT, Course, CourseBusy
 from course.publish import RELEASE_DIR, publish
+from course.release import assignments, release
+from course.report import feedback, grade_sheet
 from course.sandbox import SandboxUnavailable
 from course.site import stamp
 
@@ -74,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _student(args) -> int:
-    for path in release(args.book, args.course):
+    for path in release(args.book, Course(args.course)).written:
         print(path)
     return 0
 
@@ -88,7 +79,7 @@ def _autograde(args) -> int:
     if args.submissions is not None and args.course.resolve() in [args.submissions.resolve(),
                                                                    *args.submissions.resolve().parents]:
         args.submissions = None  # already inside the course: grade its submitted/ folder
-    result = autograde(args.book, args.course, args.submissions, jobs=max(1, args.jobs), dask=args.dask)
+    result = autograde(args.book, Course(args.course), args.submissions, jobs=max(1, args.jobs), dask=args.dask)
     _report("autograded", [f"{s}/{a}" for s, a in result.graded])
     _report("graded again because the assignment's tests changed", result.retested)
     _report("unchanged since last graded (kept)", [f"{s}/{a}" for s, a in result.unchanged])
@@ -105,48 +96,49 @@ def _autograde(args) -> int:
 
 
 def _regrade(args) -> int:
-    dropped = forget(args.course, args.assignment)
+    dropped = forget(Course(args.course), args.assignment).held
     print(f"grading {len(dropped)} submission(s) of {args.assignment} again")
     args.submissions = None
     return _autograde(args)
 
 
 def _roster(args) -> int:
-    outcome = import_roster(args.course, args.file)
-    print(outcome["log"].strip())
-    if outcome["success"]:
+    outcome = import_roster(Course(args.course), args.file)
+    print(outcome.log.strip())
+    if outcome.ok:
         _grades(args)
-    return 0 if outcome["success"] else 1
+    return 0 if outcome.ok else 1
 
 
 def _import_zip(args) -> int:
-    outcome = import_zip(args.course, args.archive, args.assignment, *([args.pattern] if args.pattern else []))
-    found = sorted(p.parent.parent.name for p in (args.course / "submitted").glob(f"*/{args.assignment}/*.ipynb"))
+    outcome = import_zip(Course(args.course), args.archive, args.assignment, *([args.pattern] if args.pattern else []))
+    found = sorted(p.parent.parent.name for p in outcome.written)
     done = f"{args.assignment} of {found} in submitted/; make autograde grades them"
-    print(done if outcome["success"] else outcome["log"].strip())
-    return 0 if outcome["success"] else 1
+    print(done if outcome.ok else outcome.log.strip())
+    return 0 if outcome.ok else 1
 
 
 def _due(args) -> int:
-    try:
-        print(f"{args.assignment} is due {set_due(args.course, args.assignment, args.when)} UTC")
-    except ValueError as error:
-        print(f"python -m course due: {error}", file=sys.stderr)
+    outcome = set_due(Course(args.course), args.assignment, args.when)
+    if not outcome.ok:
+        print(f"python -m course due: {'; '.join(outcome.failed)}", file=sys.stderr)
         return 1
+    print(f"{args.assignment} is due {outcome.log} UTC")
     return 0
 
 
 def _feedback(args) -> int:
-    written, failed, held = feedback(args.course, force=args.force)
-    _report("feedback", [str(p) for p in written])
-    _report("held back: written answers still to grade in formgrader (--force sends them as they are)", held)
-    _report("COULD NOT GENERATE FEEDBACK", failed)
-    return 1 if failed else 0
+    result = feedback(Course(args.course), force=args.force)
+    _report("feedback", [str(p) for p in result.written])
+    _report("held back: written answers still to grade in formgrader (--force sends them as they are)", result.held)
+    _report("COULD NOT GENERATE FEEDBACK", result.failed)
+    return 0 if result.ok else 1
 
 
 def _grades(args) -> int:
-    sheet, per_exercise, table = grades.export(args.course)
-    print(f"\n{table}\n\nwritten to {sheet} (the max points, then a row per student; missing work 0; ungraded: "
+    result = grade_sheet(Course(args.course))
+    sheet, per_exercise = result.written
+    print(f"\n{result.log}\n\nwritten to {sheet} (the max points, then a row per student; missing work 0; ungraded: "
           f"written answers still to grade) and {per_exercise} (per exercise; an empty score waits for manual grading)")
     return 0
 
@@ -154,7 +146,7 @@ def _grades(args) -> int:
 def _publish(args) -> int:
     for path in stamp(args.book.resolve().parent):  # _config.yml's repository URL, before the release copies it
         print(f"stamped the repository URL into {path}")
-    for path in publish(args.book, args.course):
+    for path in publish(args.book, Course(args.course)).written:
         print(path)
     return 0
 
@@ -188,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command not in LOCKED:
         return COMMANDS[args.command](args)
     try:
-        with course_lock(args.course):
+        with Course(args.course).lock():
             return COMMANDS[args.command](args)
     except CourseBusy as busy:
         print(f"python -m course {args.command}: {busy}", file=sys.stderr)

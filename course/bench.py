@@ -18,10 +18,12 @@ from pathlib import Path
 import nbformat
 
 from course import variants
+from course.autograde import autograde
 from course.exercise_cells import autograded_points, nbgrader
 from course.grades import exercise_rows
-from course.nbgrader_course import autograde, release
+from course.layout import Course
 from course.parallel import ONE_THREAD
+from course.release import release
 
 CLASS, ASSIGNMENTS = 300, 8  # the term the figures are extrapolated to
 
@@ -57,9 +59,9 @@ def timed_run(book: Path, base: Path, root: Path, inbox: Path, jobs: int, dask: 
     """Grade the class on a fresh copy of the released course: ``(notebooks graded, seconds, grades, failed)``."""
     shutil.copytree(base, root)
     start = time.perf_counter()
-    result = autograde(book, root, inbox, jobs=jobs, dask=dask)
+    result = autograde(book, Course(root), inbox, jobs=jobs, dask=dask)
     seconds = time.perf_counter() - start
-    grades = sorted((r["student"], r["exercise"], r["score"]) for r in exercise_rows(root))
+    grades = sorted((r["student"], r["exercise"], r["score"]) for r in exercise_rows(Course(root)))
     return len(result.graded), seconds, grades, result.failed
 
 
@@ -82,7 +84,7 @@ def bench(book: Path, chapter: str, students: int, jobs: int, dask: bool) -> int
         shutil.copy(Path(book) / f"{chapter}.ipynb", scratch / "book")
         for extra in Path(book).glob("*.bib"):
             shutil.copy(extra, scratch / "book")
-        released = release(scratch / "book", scratch / "base")[0]
+        released = release(scratch / "book", Course(scratch / "base")).written[0]
         synthetic_class(released, answer_sources(Path(book) / f"{chapter}.ipynb"), students, scratch / "inbox")
         print(f"grading {students} submissions of {chapter} on {os.cpu_count()} cores, each way from scratch:")
         results, single = [], None

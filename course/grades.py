@@ -14,19 +14,14 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 
 from course.exercise_cells import exercise_name
+from course.layout import Course
 
 EXERCISE_COLUMNS = ("student", "assignment", "exercise", "score", "max_score")
-
-
-def gradebook(root: Path) -> Gradebook:
-    """The course's ``gradebook.db`` (use as a context manager)."""
-    return Gradebook(f"sqlite:///{Path(root).resolve() / 'gradebook.db'}")
 
 
 def _ex_key(name: str) -> tuple:
@@ -34,37 +29,19 @@ def _ex_key(name: str) -> tuple:
     return (0, int(name[2:])) if name[2:].isdigit() else (1, name)
 
 
-STOPS = "stopped.json"  # {"<student>/<assignment>": ["3.1: stopped after 30 s", ...]}, the last grading's
-
-
-def stops(root: Path) -> dict[str, list[str]]:
-    """What a sandbox limit stopped in each submission's last grading (the grade sheet's note column)."""
-    path = Path(root) / STOPS
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def save_stops(root: Path, key: str, found: list[str]) -> None:
-    """Record what a limit stopped in ``key``'s grading (none: its entry goes)."""
-    known = stops(root)
-    known.pop(key, None)
-    if found:
-        known[key] = found
-    (Path(root) / STOPS).write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
-
-
 MAX_ROW = "(max points)"
 
 
-def sheet(root: Path) -> tuple[list[str], list[dict], dict]:
+def sheet(course: Course) -> tuple[list[str], list[dict], dict]:
     """``(columns, rows, maximum)``: ``student``, each assignment, ``total``, ``ungraded`` (assignments whose
     written answers wait for a grader: their score is not final), ``late`` and ``stopped``; missing work is 0."""
-    with gradebook(root) as gb:
+    with course.gradebook() as gb:
         # assignments someone handed in: a chapter released but not yet assigned gets no column of zeros
         names = [a.name for a in sorted(gb.assignments, key=lambda a: a.name) if a.submissions]
         rows = [_student_row(gb, student, names) for student in sorted(s.id for s in gb.students)]
         maximum = {"student": MAX_ROW, **{a.name: a.max_score for a in gb.assignments if a.name in names}}
     maximum.update(total=sum(maximum[name] for name in names), ungraded="", late="", stopped="")
-    stopped = stops(root)
+    stopped = course.stops()
     for row in rows:
         row["stopped"] = "; ".join(f"{key.split('/')[1]} {why}" for key, found in sorted(stopped.items())
                                    if key.split("/")[0] == row["student"] for why in found)
@@ -97,10 +74,10 @@ def awaits_grader(submission) -> bool:
     return any(pending_grade(grade) for notebook in submission.notebooks for grade in notebook.grades)
 
 
-def exercise_rows(root: Path) -> list[dict]:
+def exercise_rows(course: Course) -> list[dict]:
     """Rows of ``EXERCISE_COLUMNS`` for every submitted notebook; score None while awaiting a grader."""
     rows = []
-    with gradebook(root) as gb:
+    with course.gradebook() as gb:
         for assignment in sorted(gb.assignments, key=lambda a: a.name):
             for submission in sorted(assignment.submissions, key=lambda s: s.student_id):
                 for notebook in submission.notebooks:
@@ -141,10 +118,10 @@ def format_table(columns, rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def export(root: Path) -> tuple[Path, Path, str]:
+def export(course: Course) -> tuple[Path, Path, str]:
     """Write ``grades.csv`` and ``exercises.csv`` in the course directory; their paths and the sheet as text."""
-    columns, rows, maximum = sheet(root)
-    sheet_path, exercises_path = Path(root) / "grades.csv", Path(root) / "exercises.csv"
+    columns, rows, maximum = sheet(course)
+    sheet_path, exercises_path = course.root / "grades.csv", course.root / "exercises.csv"
     write_csv(columns, [maximum, *rows], sheet_path)
-    write_csv(EXERCISE_COLUMNS, exercise_rows(root), exercises_path)
+    write_csv(EXERCISE_COLUMNS, exercise_rows(course), exercises_path)
     return sheet_path, exercises_path, format_table(columns, [*rows, maximum])

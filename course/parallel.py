@@ -28,20 +28,19 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from course.boundary import StudentKernel
+from course.layout import Course
 from course.sandbox import Limits, bwrap_works, sandboxed
 from course.verdict import chapter_cells, exercise_label, released_tests, verdicts
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
-def task_files(root: Path, student: str, assignment: str) -> dict[str, bytes]:
-    """What a worker needs from the course directory, ``{relative path: bytes}``: the assignment's source (for
-    the checks, which run in the worker), its release (the visible tests) and the student's notebook."""
-    root = Path(root)
-    name = f"{assignment}.ipynb"
-    files = [root / "source" / assignment / name, root / "release" / assignment / name,
-             root / "submitted" / student / assignment / name]
-    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+def task_files(course: Course, student: str, assignment: str) -> dict[str, bytes]:
+    """What a worker needs from the course directory, ``{step: bytes}``: the assignment's ``source`` (for the
+    checks, which run in the worker), its ``release`` (the visible tests) and the student's notebook
+    (``submitted``)."""
+    return {step: course.notebook(step, assignment, student).read_bytes()
+            for step in ("source", "release", "submitted")}
 
 
 def grade_in_sandbox(student: str, assignment: str, files: dict[str, bytes], limits: Limits, sandbox: bool) -> dict:
@@ -53,9 +52,8 @@ def grade_in_sandbox(student: str, assignment: str, files: dict[str, bytes], lim
     if why:
         return {"success": False, "log": "", "error": f"this worker cannot sandbox student code: {why}", "stops": []}
     read = {name: nbformat.reads(data.decode("utf-8"), as_version=4) for name, data in files.items()}
-    source = read[f"source/{assignment}/{assignment}.ipynb"]
-    release = read[f"release/{assignment}/{assignment}.ipynb"]
-    nb = released_tests(read[f"submitted/{student}/{assignment}/{assignment}.ipynb"], release)
+    source, release = read["source"], read["release"]
+    nb = released_tests(read["submitted"], release)
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
         kernel = StudentKernel(Path(scratch) / "student", limits, sandbox)
         try:
@@ -83,13 +81,16 @@ class Replay(NbGraderPreprocessor):
         return nbformat.reads(self.executed.pop(key), as_version=4), resources
 
 
-def record(root: Path, student: str, assignment: str, notebooks: dict[str, str]) -> dict:
-    """Coordinator: nbgrader's autograde of one submission on the course, with the worker's executions."""
-    from course.nbgrader_course import api  # noqa: PLC0415 - avoids an import cycle
-
-    grader = api(root, lambda config: config.Autograde.update(autograde_preprocessors=[
+def replaying(course: Course):
+    """nbgrader's API on the course with ``Replay`` in place of its ``Execute`` step (made once per grading)."""
+    return course.api_with(lambda config: config.Autograde.update(autograde_preprocessors=[
         Replay if _name(s) == "Execute" else s
         for s in config.Autograde.get("autograde_preprocessors", _autograde_steps())]))
+
+
+def record(grader, student: str, assignment: str, notebooks: dict[str, str]) -> dict:
+    """Coordinator: nbgrader's autograde of one submission on the course (``grader``: ``replaying(course)``),
+    with the worker's executions."""
     Replay.executed.update({(student, assignment, name): text for name, text in notebooks.items()})
     try:
         return grader.autograde(assignment, student, force=True, create=True)
@@ -139,22 +140,24 @@ def _here(function, *args, **kwargs) -> Future:
     return future
 
 
-def grade_many(root: Path, pairs: Iterable[tuple[str, str]], jobs: int = 1, dask: str | None = None,
+def grade_many(course: Course, pairs: Iterable[tuple[str, str]], jobs: int = 1, dask: str | None = None,
                limits: Limits | None = None) -> Iterator:
     """Grade ``(student, assignment)`` pairs here or on workers, recording each as it comes back: yields each
     pair and nbgrader's result of recording it (a failed worker run is passed on as it is), with ``stops``.
     Workers return data; only this process (the coordinator) writes the gradebook and the course folder."""
-    root, limits = Path(root), limits or Limits()
+    limits = limits or Limits()
     sandbox = sandboxed()  # refuses here, before any student code runs, when no sandbox can
+    pairs = list(pairs)
+    grader = replaying(course) if pairs else None
     with workers(jobs, dask) as (submit, as_completed):
-        futures = {submit(grade_in_sandbox, s, a, task_files(root, s, a), limits, sandbox, **_pure(dask)): (s, a)
+        futures = {submit(grade_in_sandbox, s, a, task_files(course, s, a), limits, sandbox, **_pure(dask)): (s, a)
                    for s, a in pairs}
         for future in as_completed(list(futures)):
             student, assignment = futures[future]
             result = future.result()
             stops = result.get("stops", [])
             if result["success"]:
-                result = dict(record(root, student, assignment, result.pop("notebooks")))
+                result = dict(record(grader, student, assignment, result.pop("notebooks")))
             result["stops"] = stops
             yield (student, assignment), result
 

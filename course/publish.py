@@ -11,14 +11,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from course.nbgrader_course import release
+from course.layout import Course
+from course.release import release
+from course.result import Result
 
 RELEASE_DIR = Path(__file__).resolve().parent / "release"
 
 
-def publish(book: Path, root: Path, target: Path = RELEASE_DIR) -> list[Path]:
-    """Copy every released notebook of the course ``root`` to ``target``; remove ones of gone chapters."""
-    released = release(book, root)
+def publish(book: Path, course: Course, target: Path = RELEASE_DIR) -> Result:
+    """Copy every released notebook of the course to ``target`` (``written``); remove ones of gone chapters."""
+    released = release(book, course).written
     target.mkdir(parents=True, exist_ok=True)
     names = {path.name for path in released}
     for stale in target.glob("*.ipynb"):
@@ -28,4 +30,4 @@ def publish(book: Path, root: Path, target: Path = RELEASE_DIR) -> list[Path]:
     for path in released:
         copies.append(target / path.name)
         shutil.copyfile(path, copies[-1])
-    return copies
+    return Result(written=copies)

@@ -44,6 +44,7 @@ from attnsite import nbgrader_site
 from course import site, variants
 from course.__main__ import main as course_main
 from course.checks import count_problems, notebook_problems
+from course.collect import scan
 from course.exercise_cells import (
     BEGIN_HIDDEN,
     BEGIN_SOLUTION,
@@ -55,10 +56,10 @@ from course.exercise_cells import (
     nbgrader,
     solution_lines,
 )
-from course.grades import gradebook
+from course.layout import GRADER_NOTES_TAG, Course
 from course.markup import Bibliography, equation_numbers, student_notebook
-from course.nbgrader_course import GRADER_NOTES_TAG, assignments, course_lock, scan
 from course.publish import RELEASE_DIR
+from course.release import assignments
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
@@ -387,7 +388,7 @@ def autograded_mtimes(root: Path) -> dict[str, float]:
 
 def manual_grade(root: Path, stem: str, student: str, score: float) -> None:
     """What a TA does in formgrader: a manual score and a comment on the written answer."""
-    with gradebook(root) as gb:
+    with Course(root).gradebook() as gb:
         grade = gb.find_grade(f"{stem}-ex2-answer", stem, stem, student)
         grade.manual_score = score
         comment = gb.find_comment(f"{stem}-ex2-answer", stem, stem, student)
@@ -396,7 +397,7 @@ def manual_grade(root: Path, stem: str, student: str, score: float) -> None:
 
 
 def manual_state(root: Path, stem: str, student: str) -> tuple:
-    with gradebook(root) as gb:
+    with Course(root).gradebook() as gb:
         grade = gb.find_grade(f"{stem}-ex2-answer", stem, stem, student)
         comment = gb.find_comment(f"{stem}-ex2-answer", stem, stem, student)
         return grade.manual_score, comment.manual_comment
@@ -634,7 +635,7 @@ def test_workers_and_dask_grade_like_one_at_a_time(tmp_path):
 
 def test_a_second_command_on_the_course_is_refused(tmp_path, capsys):
     root = tmp_path / "course"
-    with course_lock(root):
+    with Course(root).lock():
         assert course("--course", root, "autograde") == 2
         assert course("--course", root, "grades") == 2
     err = capsys.readouterr().err

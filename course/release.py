@@ -1,0 +1,55 @@
+"""``make student``: the chapters as nbgrader assignments, ``source/<a>/`` and ``release/<a>/`` of the course.
+
+``source/<a>/<a>.ipynb`` is the chapter in plain Markdown (course/markup.py), rewritten only when the chapter
+changed; ``release/<a>/`` is regenerated (nbgrader ``generate_assignment``) only then, or when it is missing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+from course.layout import Course, write_if_changed
+from course.markup import Bibliography, equation_numbers, release_links, student_notebook
+from course.result import Result
+
+
+def assignments(book: Path) -> list[Path]:
+    """The chapter notebooks, one assignment each (``book/01_dot_products.ipynb`` -> ``01_dot_products``)."""
+    return sorted(p for p in Path(book).glob("[0-9][0-9]_*.ipynb"))
+
+
+def student_sources(book: Path) -> dict[str, nbformat.NotebookNode]:
+    """``{assignment: chapter in plain Markdown}`` for every chapter of ``book``."""
+    chapters = {p.stem: nbformat.read(p, as_version=4) for p in assignments(book)}
+    numbers = equation_numbers(chapters)
+    bibfile = Path(book) / "references.bib"
+    bib = Bibliography(bibfile) if bibfile.is_file() else None
+    links = release_links(book, chapters)
+    return {stem: student_notebook(nb, stem, numbers, bib, links) for stem, nb in chapters.items()}
+
+
+def prepare(book: Path, course: Course) -> list[str]:
+    """Bring ``source/`` and the config up to date; the assignments whose source changed."""
+    course.write_config()
+    return [stem for stem, nb in student_sources(book).items()
+            if write_if_changed(course.notebook("source", stem), nbformat.writes(nb) + "\n")]
+
+
+def failure(outcome: dict) -> str | None:
+    """nbgrader's log and error when a run failed, else None."""
+    return None if outcome["success"] else f"{outcome.get('log', '')}\n{outcome.get('error', '')}".strip()
+
+
+def release(book: Path, course: Course) -> Result:
+    """Student versions under ``release/<a>/<a>.ipynb``, regenerated for changed or missing ones; ``written``
+    lists every assignment's release, in order."""
+    changed = set(prepare(book, course))
+    names = [p.stem for p in assignments(book)]
+    for name in names:
+        if name in changed or not course.notebook("release", name).is_file():
+            why = failure(course.api.generate_assignment(name, force=True, create=True))
+            if why:
+                raise RuntimeError(f"nbgrader generate_assignment {name} failed:\n{why}")
+    return Result(written=[course.notebook("release", name) for name in names])
