@@ -63,7 +63,7 @@ def self_score_factor(d_k, sigma):
 ''',
         },
         "shortcut": None,  # the exercise states no rule
-        # from the variance directly: Var(q·q) = d_k Var(q_i²) = d_k (3 sigma⁴ - sigma⁴), and c = Var^(-1/2)
+        # from the variance directly: Var(q·q) = d_k Var(a_m²) = d_k (3 sigma⁴ - sigma⁴), and c = Var^(-1/2)
         "alternative": '''def self_score_factor(d_k, sigma):
     fourth, second = 3 * sigma**4, sigma**2
     variance = d_k * (fourth - second**2)
