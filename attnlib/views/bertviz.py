@@ -73,16 +73,27 @@ def _strongest(head: torch.Tensor, tokens: list[str], count: int) -> str:
                      for v, i in zip(values.tolist(), flat.tolist(), strict=True))
 
 
+def _preferred(row: torch.Tensor, tokens: list[str]) -> str:
+    """The key(s) one row of rounded weights (L,) weights most: "cat 0.92", ties as "cat, mat 0.45 each",
+    a row with every key tied as "all equally 0.17". Ties are equal weights at the rounded, shown precision."""
+    top = torch.nonzero(row == row.max()).flatten().tolist()
+    weight = f"{row.max().item():.2f}"
+    if len(top) == 1:
+        return f"{tokens[top[0]]} {weight}"
+    if len(top) == len(tokens):
+        return f"all equally {weight}"
+    return f"{', '.join(tokens[k] for k in top)} {weight} each"
+
+
 def _head_table(weights: torch.Tensor, tokens: list[str], layer: int, heads: list[int]) -> str:
-    """Rows: query tokens; columns: heads; cell: the key each query weights most, and the weight."""
+    """Rows: query tokens; columns: heads; cell: the key each query weights most (ties listed), and the weight."""
     esc = escape_text
     header = "".join(f'<th scope="col">head {h}</th>' for h in heads)
     rows = []
     for q, token in enumerate(tokens):
         cells = []
         for h in heads:
-            k = int(torch.argmax(weights[layer, h, q]))
-            cells.append(f"<td>{esc(tokens[k])} {weights[layer, h, q, k].item():.2f}</td>")
+            cells.append(f"<td>{esc(_preferred(weights[layer, h, q], tokens))}</td>")
         rows.append(f'<tr><th scope="row">{esc(token)}</th>{"".join(cells)}</tr>')
     caption = f"Layer {layer}: the key each query token weights most, per head"
     return (f"<table><caption>{esc(caption)}</caption><tr><th scope=\"col\">query</th>{header}</tr>"
@@ -104,7 +115,8 @@ def text_alternative(weights: torch.Tensor, tokens: list[str], kind: str, layer:
     """A collapsed ``<details>`` with what the view draws, as a table a screen reader can read.
 
     ``weights`` (N, H, L, L) as ``format_attention`` returns them. Head view (``kind="head"``): for the
-    layer shown first, the key each query weights most in each shown head. Model view: the three
+    layer shown first, the key each query weights most in each shown head (keys tied at the shown precision
+    are listed together, a uniform row as "all equally", never one of them as a preference). Model view: the three
     strongest weights of every head. Tokens are escaped text.
     """
     if kind == "head":

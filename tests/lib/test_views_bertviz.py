@@ -376,6 +376,22 @@ def test_head_view_text_alternative_names_each_querys_strongest_key():
     assert scripts_of(table) == []
 
 
+def test_head_view_text_alternative_reports_ties_as_ties():
+    # head 0: query 0 splits its weight between keys 1 and 2, query 1 spreads it evenly, query 2 prefers key 0;
+    # head 1: 0.444 and 0.436 round to the same shown 0.44, a tie at the table's precision
+    head0 = [[0.1, 0.45, 0.45], [1 / 3, 1 / 3, 1 / 3], [0.8, 0.1, 0.1]]
+    head1 = [[0.444, 0.436, 0.12], [0.2, 0.3, 0.5], [0.6, 0.2, 0.2]]
+    tokens = ["a", "<b>", "c"]
+    html = bv.head_view([torch.tensor([head0, head1], dtype=torch.float64)], tokens, include_libraries=False).data
+    table = html[html.index('<details class="attnlib-view-text">'):]
+    rows = {tokens[q]: f'<tr><th scope="row">{views_html.escape_text(tokens[q])}</th>{cells}</tr>' for q, cells in (
+        (0, "<td>&lt;b&gt;, c 0.45 each</td><td>a, &lt;b&gt; 0.44 each</td>"),
+        (1, "<td>all equally 0.33</td><td>c 0.50</td>"),
+        (2, "<td>a 0.80</td><td>a 0.60</td>"))}
+    for token, row in rows.items():
+        assert row in table, (token, table)
+
+
 def test_model_view_text_alternative_lists_every_heads_strongest_weights():
     tokens = ["w", "x", "y", "z"]
     html = bv.model_view(designed(layers=2, heads=3), tokens, include_libraries=False).data
