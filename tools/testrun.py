@@ -16,7 +16,8 @@
 Each stage's wall time and CPU time (user + sys of its processes and the children they waited for: a
 Chromium renderer that outlives its driver is not counted) are printed at the end, with the whole machine's
 CPU time over the run (``/proc/stat``: everything, Chromium included) and the parts of the test run (unit,
-notebooks, browser, course; see tools/testsettings.py). Usage:
+notebooks, browser, course; see tools/testsettings.py), and the costs some tests measure of their own work
+(tests/costs.py: the visual check and its screenshots, the hostile class) with the wall time they make. Usage:
 ``python tools/testrun.py [--workers N] [--check] [pytest arguments...]`` (extra arguments go to every pytest run).
 
 ``--check`` runs, on every core: ``ruff check .``, then one pytest run over the library's tests but those marked
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -129,6 +131,14 @@ def summary(total: float, lint: Stage, build: Stage, tests: list[Stage], workers
     for part, (span, seconds) in sorted(parts(tests).items(), key=lambda p: settings.PARTS.index(p[0])
                                         if p[0] in settings.PARTS else 99):
         rows.append(f"    {part:24s} {span:7.1f} s      {seconds:7.1f} s")
+    measured = settings.cost_totals()
+    if measured:
+        cores = busy[0] / total if total > 0 and busy[1] > 0 else float(os.cpu_count() or 1)
+        rows.append(f"  what features of the tests cost (tests/costs.py), and the wall time that CPU makes at this "
+                    f"run's {cores:.2f} busy cores:")
+        for entry in measured.values():
+            rows.append(f"    {entry['what']}: {entry['count']} {entry['unit']}, {entry['cpu_s']:.1f} CPU-s "
+                        f"(~{entry['cpu_s'] / cores:.0f} s of wall), {entry['wall_s']:.1f} s of the tests' own time")
     return "\n".join(rows)
 
 
@@ -142,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return check(args.workers, extra)
     began, before = time.monotonic(), machine_cpu()
+    shutil.rmtree(settings.COSTS, ignore_errors=True)  # the figures printed at the end are this run's alone
 
     lint = Stage("lint", [str(BIN / "ruff"), "check", "."]).run()
     build = Stage("build", [str(BIN / "jupyter-book"), "build", ".", "--warningiserror", "--keep-going"],

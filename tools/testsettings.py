@@ -11,6 +11,7 @@ code paths on this machine, narrowest first.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -65,6 +66,22 @@ BY_PAGE = {"tests/site/test_accessibility.py"}
 TOGETHER = {"tests/course/test_release.py": "tests/course/test_jupyterlab.py"}
 # Where each group's time in the last run is kept (the longest groups start first in the next one).
 HISTORY = REPO / "_build" / "test-times" / "groups.json"
+# What features of the tests cost, measured where they run (tests/costs.py writes a file per test process;
+# tools/testrun.py empties the folder before a run and prints the sums after it).
+COSTS = REPO / "_build" / "test-times" / "costs"
+
+
+def cost_totals(folder: Path = COSTS) -> dict[str, dict]:
+    """``{name: {"what", "unit", "cpu_s", "wall_s", "count"}}``: tests/costs.py's records summed over every test
+    process's file."""
+    out: dict[str, dict] = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        mine = out.setdefault(path.name.split(".")[0], {"what": entry["what"], "unit": entry["unit"],
+                                                        "cpu_s": 0.0, "wall_s": 0.0, "count": 0})
+        for key in ("cpu_s", "wall_s", "count"):
+            mine[key] += entry[key]
+    return out
 
 
 def changed_chapters(base: str = CHECK_BASE) -> list[str]:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -27,6 +29,7 @@ import pytest
 from course.exercise_cells import BEGIN_SOLUTION, END_SOLUTION, nbgrader
 from course.layout import Course
 from course.release import release
+from tests import costs
 from tests.course.test_course import WITHOUT_DAC, overrides_permissions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,8 +135,13 @@ def as_user(commands: dict[str, list[str]], cwd: Path = ROOT) -> dict[str, dict]
     ordinary user does (setpriv without the DAC override under root): ``{name: {"rc", "out", "seconds"}}``."""
     prefix = WITHOUT_DAC if overrides_permissions() else []
     env = {**os.environ, "COURSE_CELL_TIMEOUT": str(CELL_LIMIT_S), "OMP_NUM_THREADS": "1"}
+    began, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([*prefix, sys.executable, "-c", COMMANDS, json.dumps(commands)], cwd=cwd,
                           capture_output=True, text=True, timeout=1500, check=False, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child, its kernels, sandboxes and Dask workers
+    costs.record("hostile-class", f"the hostile class, graded {len(commands)} ways (tests/course, every sandbox "
+                 "and kernel included)",
+                 after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, time.monotonic() - began)
     assert done.returncode == 0 and done.stdout.strip(), done.stdout[-2000:] + done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

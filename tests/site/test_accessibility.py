@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from tests import browser_utils as bu
+from tests import costs
 from tests.browser_utils import print_book  # attnsite/print_book.py
 
 pytestmark = pytest.mark.browser
@@ -211,14 +212,21 @@ def look_at(driver, page: str, state: str) -> list[dict]:
     """The visual check of the page as it is now, and its half-scale JPEG kept as ``SCREENSHOTS/<page>--<state>``
     (the problems beside it as JSON, both in the contact sheet); returns the problems.
 
-    It reads the page the calling test already loaded and checked with axe-core: no load of its own."""
+    It reads the page the calling test already loaded and checked with axe-core: no load of its own. What it
+    costs (its CPU time and the browser's, and its wall time) is added up in ``tests.costs``, which
+    ``make test`` prints at the end."""
+    browser = driver.service.process.pid
+    began, cpu = time.monotonic(), time.process_time() + costs.process_tree_cpu(browser)
     problems = visual_problems(driver)
     name = _shot_name(page, state)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    # a chapter at 390 px is up to ~42,000 CSS px tall: whole, it is a 195 x 21,000 px JPEG (~1 MB)
+    # a chapter at 390 px is up to ~58,000 CSS px tall: whole, it is a 195 x 29,000 px JPEG (~1.5 MB)
     bu.full_page_screenshot(driver, SCREENSHOTS / f"{name}.jpg", max_height=64000, scale=0.5, quality=70)
     (SCREENSHOTS / f"{name}.json").write_text(json.dumps(problems, indent=1), encoding="utf-8")
     SHOTS_TAKEN.append(name)
+    costs.record("visual-check", "the visual check and a full-page screenshot (tests/site, Chromium included)",
+                 time.process_time() + costs.process_tree_cpu(browser) - cpu, time.monotonic() - began,
+                 unit="page states")
     return problems
 
 
@@ -294,6 +302,22 @@ def test_best_practice_findings_are_reported(page, axe_results, capsys):
     tmp = REPORT.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(merged, indent=1), encoding="utf-8")
     tmp.replace(REPORT)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_state_of_the_page_has_its_screenshot(page):
+    """After a page's axe runs: a half-scale JPEG of the whole page for each mode and width, as the reader
+    sees it (half the window's width, and as tall as the page, up to the cap), and its problem list."""
+    from PIL import Image  # noqa: PLC0415 - matplotlib's dependency; only this test reads images
+
+    for mode in MODES:
+        for width in WIDTHS:
+            shot = SCREENSHOTS / f"{_shot_name(page, f'{mode}-{width}')}.jpg"
+            assert shot.is_file(), f"{page} ({mode}, {width} px): no screenshot at {shot}"
+            with Image.open(shot) as image:
+                assert image.format == "JPEG", (shot, image.format)
+                assert image.width == width // 2 and image.height > 100, (shot, image.size)
+            assert json.loads(shot.with_suffix(".json").read_text(encoding="utf-8")) == [], shot
 
 
 # --- figures' text alternatives --------------------------------------------------------------------------

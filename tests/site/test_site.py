@@ -4,7 +4,8 @@ Reads the already built ``_build/html`` (``make book`` writes it), serves it on 
 every page listed by ``_toc.yml`` in headless Chromium. For each page: no console error, no request
 to any host but loopback (every request is read from the DevTools performance log), the widgets'
 saved state renders as ipywidgets DOM, the math is typeset by the vendored MathJax, and every
-BertViz view draws its SVG. A full-page screenshot of each page lands in ``_build/screenshots/``.
+BertViz view draws its SVG. (The screenshots of every page and state are
+taken by test_accessibility.py, which loads each page with classic scrollbars, light and dark, at two widths.)
 
 ``ATTNLIB_BOOK_ROOT`` (a folder with ``_toc.yml``) and ``ATTNLIB_SITE_HTML`` (its built HTML) point
 the tests at another build, e.g. one made with ``jupyter-book build --path-output``.
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +32,6 @@ pytestmark = pytest.mark.browser
 
 BOOK_ROOT = Path(os.environ.get("ATTNLIB_BOOK_ROOT", bu.REPO))
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", BOOK_ROOT / "_build" / "html"))
-SCREENSHOTS = SITE.parent / "screenshots"
 WINDOW_WIDTH = 1280
 
 # Content that known chapters must have, checked once the chapter is in the table of contents.
@@ -134,7 +133,6 @@ class Visit:
     requests: list[bu.Request]
     console: list[str]
     mathjax: str
-    screenshot: Path
     seconds: float
 
     @property
@@ -172,8 +170,7 @@ def visit(driver, base_url: str, page: str) -> Visit:
     messages = bu.wait_network_idle(driver)
     probe = driver.execute_script(PROBE)  # after the network settled: the final state
     seconds = time.monotonic() - start
-    shot = bu.full_page_screenshot(driver, SCREENSHOTS / f"{page}.png")
-    return Visit(page, probe, bu.network_requests(messages), bu.console_errors(driver), mathjax, shot, seconds)
+    return Visit(page, probe, bu.network_requests(messages), bu.console_errors(driver), mathjax, seconds)
 
 
 @pytest.fixture(scope="module")
@@ -334,14 +331,6 @@ def test_theme_icons_are_drawn(page_visit):
     probe = page_visit.probe
     assert probe["icons"] > 0, f"{page_visit.page}: no theme icon drawn at all"
     assert probe["iconsMissing"] == [] and probe["iconsNotDrawn"] == [], probe
-
-
-@by_page
-def test_screenshot_written(page_visit):
-    data = page_visit.screenshot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", page_visit.screenshot
-    width, height = struct.unpack(">II", data[16:24])
-    assert width == WINDOW_WIDTH and height > 100, (page_visit.screenshot, width, height)
 
 
 # --- the whole book ----------------------------------------------------------------------------------
