@@ -27,7 +27,6 @@ second time) and are copied into ``_static/attnlib/`` of the output.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 from docutils import nodes
@@ -37,10 +36,9 @@ from sphinx.util import logging
 
 from attnlib.views.images import ALT_KEY, CELL_TEXT_KEY, SCALE_KEY  # the PNG text chunks figure_png writes
 
-from .site_assets import STATIC
+from .site_assets import STATIC_DIR, copy_static
 
 logger = logging.getLogger(__name__)
-STATIC_DIR = "attnlib"  # under the output's _static/
 FILES = {"css": "a11y.css", "js": "a11y.js"}
 PHONE_COLUMN = 358  # CSS px an image may take on a 390 px phone (the theme's margins)
 LEGIBLE_PX = 9  # the smallest text a figure may show on a phone
@@ -143,10 +141,7 @@ def fix_page_html(app: Sphinx, exception: Exception | None) -> None:
     """``build-finished``: copy a11y.css/js into the output and rewrite every page's markup fixes."""
     if exception is not None or app.builder is None or app.builder.format != "html":
         return
-    target = Path(app.outdir) / "_static" / STATIC_DIR
-    target.mkdir(parents=True, exist_ok=True)
-    for name in FILES.values():
-        shutil.copyfile(STATIC / name, target / name)
+    copy_static(app.outdir, FILES.values())
     changed = 0
     for page in Path(app.outdir).rglob("*.html"):
         if "_static" in page.parts:

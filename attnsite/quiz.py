@@ -17,9 +17,6 @@ answer is a glued value, read here from the notebook's outputs, so no typed numb
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 from docutils import nodes
 from docutils.parsers.rst import directives
 from myst_nb.core.variables import RetrievalError
@@ -30,9 +27,9 @@ from sphinx.util.docutils import SphinxDirective
 from course.markup import format_glued
 from course.quiz import LETTERS, Quiz, QuizError, number_key, parse, tolerance_of
 
-from .site_assets import STATIC
+from . import site_assets
+from .site_assets import STATIC_DIR
 
-STATIC_DIR = "attnlib"  # under the output's _static/
 FILES = {"css": "quiz.css", "js": "quiz.js"}
 VOID = {"input"}
 
@@ -156,10 +153,7 @@ def copy_static(app: Sphinx, exception: Exception | None) -> None:
     """``build-finished``: quiz.css and quiz.js into the output's ``_static/attnlib/``."""
     if exception is not None or app.builder is None or app.builder.format != "html":
         return
-    target = Path(app.outdir) / "_static" / STATIC_DIR
-    target.mkdir(parents=True, exist_ok=True)
-    for name in FILES.values():
-        shutil.copyfile(STATIC / name, target / name)
+    site_assets.copy_static(app.outdir, FILES.values())
 
 
 def setup(app: Sphinx) -> dict:

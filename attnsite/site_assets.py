@@ -10,6 +10,8 @@ notebooks' views get d3 and jQuery from the copies attnlib ships (``attnlib.view
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 # under the site's _static/ because Sphinx resolves `nb_ipywidgets_js` and `mathjax_path` there
@@ -48,6 +50,15 @@ SITE_SKIP = ("embed-amd.js", "libembed-amd.js")
 
 REPO = Path(__file__).resolve().parents[1]  # the repository (attnsite is installed editable: `pip install -e .`)
 STATIC = Path(__file__).resolve().parent / "static"  # the site's own CSS and JavaScript (package data)
+STATIC_DIR = "attnlib"  # where the output holds them, under its _static/
+
+
+def copy_static(outdir: str | Path, names: Iterable[str]) -> None:
+    """Copy the site's own files ``names`` (from ``STATIC``) into ``outdir/_static/attnlib/``."""
+    target = Path(outdir) / "_static" / STATIC_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copyfile(STATIC / name, target / name)
 
 
 def node_modules() -> Path:
