@@ -3,8 +3,9 @@
 A synthetic class hands in one chapter: student ``i`` answers each autograded exercise with one of the recorded
 answers (``course/answers/<chapter>.py``: the reference, an alternative, a wrong answer, a shortcut), so the
 grades differ from student to student. Each way of grading starts from the same released course and grades the
-whole class; the benchmark prints notebooks per minute, the speed-up over 1 worker and the time 300 students x
-8 assignments would take at that rate, and fails (exit 1) unless every way gives the same grades.
+whole class. The benchmark prints what the sandbox adds to starting a kernel, notebooks per minute, the speed-up
+over 1 worker and the time 300 students x 8 assignments would take at that rate, and fails (exit 1) unless every
+way gives the same grades.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from course import variants
+from course import sandbox, variants
 from course.autograde import autograde
 from course.exercise_cells import autograded_points, nbgrader
 from course.grades import exercise_rows
@@ -86,6 +87,9 @@ def bench(book: Path, chapter: str, students: int, jobs: int, dask: bool) -> int
             shutil.copy(extra, scratch / "book")
         released = release(scratch / "book", Course(scratch / "base")).written[0]
         synthetic_class(released, answer_sources(Path(book) / f"{chapter}.ipynb"), students, scratch / "inbox")
+        if sandbox.sandboxed():
+            print(f"the sandbox adds {sandbox.overhead_ms():.0f} ms to starting each kernel (median of 15 pairs "
+                  "of `python -c pass` with and without it)")
         print(f"grading {students} submissions of {chapter} on {os.cpu_count()} cores, each way from scratch:")
         results, single = [], None
         for n, (label, workers, where) in enumerate(runs):

@@ -109,6 +109,23 @@ def _scratch_dir():
     return tempfile.TemporaryDirectory(prefix="sandbox-")
 
 
+def overhead_ms(pairs: int = 15) -> float:
+    """What the sandbox adds to starting a kernel: the median, over ``pairs`` alternating pairs, of how much
+    longer ``python -c pass`` takes in bubblewrap with the limits than without (milliseconds, wall)."""
+    import statistics  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    def seconds(argv: list[str]) -> float:
+        began = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True, timeout=60)
+        return time.perf_counter() - began
+
+    python = [sys.executable, "-c", "pass"]
+    with _scratch_dir() as scratch:
+        boxed = [*bwrap_args(Path(scratch)), *prlimit_args(Limits()), *python]
+        return 1000 * statistics.median(seconds(boxed) - seconds(python) for _ in range(pairs))
+
+
 def sandboxed() -> bool:
     """Whether student code runs in the sandbox: True, or False only when the instructor opted out; raises
     ``SandboxUnavailable`` (saying why) when bubblewrap cannot run and nobody opted out."""

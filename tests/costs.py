@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 from tools.testsettings import COSTS as FOLDER  # tools/testrun.py empties it before a run and sums it after
@@ -32,13 +34,12 @@ def record(name: str, what: str, cpu_s: float, wall_s: float, count: int = 1, un
     tmp.replace(path)
 
 
-def process_tree_cpu(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` and every process below it now alive (Linux ``/proc``; 0.0
-    elsewhere). What a process that already ended used is not counted: measure around work whose processes
-    outlive it (a browser's renderer, a kernel)."""
+def _tree_times(pid: int) -> dict[tuple[int, int], float]:
+    """``{(pid, start tick): CPU seconds}`` of process ``pid`` and every process below it now alive (Linux
+    ``/proc``, which shows a sandbox's processes too; empty elsewhere). The start tick tells a reused pid apart."""
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     parents: dict[int, int] = {}
-    used: dict[int, float] = {}
+    used: dict[int, tuple[int, float]] = {}
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
         if not entry.name.isdigit():
             continue
@@ -46,13 +47,56 @@ def process_tree_cpu(pid: int) -> float:
             stat = (entry / "stat").read_text()
         except OSError:
             continue  # it ended while we looked
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (name) ": state ppid ... utime(12) stime(13)
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (name) ": state ppid ... utime stime ... start
         parents[int(entry.name)] = int(fields[1])
-        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+        used[int(entry.name)] = (int(fields[19]), (int(fields[11]) + int(fields[12])) / ticks)
     tree, frontier = {pid}, [pid]
     while frontier:
         parent = frontier.pop()
         children = [child for child, up in parents.items() if up == parent and child not in tree]
         tree.update(children)
         frontier.extend(children)
-    return sum(used.get(p, 0.0) for p in tree)
+    return {(p, used[p][0]): used[p][1] for p in tree if p in used}
+
+
+def process_tree_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and every process below it now alive. What a process that
+    already ended used is not counted: measure around work whose processes outlive it (a browser's renderer),
+    or use ``Sampler`` for work that starts and ends processes."""
+    return sum(_tree_times(pid).values())
+
+
+class Sampler:
+    """CPU seconds used by the processes below this one while the ``with`` block runs, Chromium, kernels and
+    sandboxes included (a sandbox's processes are not waited for by their starter, so ``getrusage`` misses
+    them): ``/proc`` is read every ``every`` seconds and each process's last reading kept, so a process that
+    lives between two readings or ends just after one is undercounted by at most ``every`` seconds of CPU."""
+
+    def __init__(self, every: float = 0.2):
+        self.every, self.cpu_s, self.wall_s = every, 0.0, 0.0
+        self._seen: dict[tuple[int, int], float] = {}
+        self._done = threading.Event()
+
+    def _read(self) -> None:
+        for key, used in _tree_times(os.getpid()).items():
+            if key[0] != os.getpid():
+                self._seen[key] = max(used, self._seen.get(key, 0.0))
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.every):
+            self._read()
+
+    def __enter__(self) -> Sampler:
+        self._began = time.monotonic()
+        self._read()
+        self._before = dict(self._seen)  # what the processes alive now had used already
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+        self._read()
+        self.wall_s = time.monotonic() - self._began
+        self.cpu_s = sum(used - self._before.get(key, 0.0) for key, used in self._seen.items())
