@@ -10,8 +10,10 @@ go further than the raw map, each from the literature:
 * ``ablate_heads`` and ``mean_ablate_heads``: a causal test: replace a head's output by zero or by its
   mean over a reference batch and measure what changes downstream; ``ablation_loss`` does it for the
   induction task of ``attnlib.induction``;
-* ``ov_circuit``, ``copying_score``, ``top1_copying`` and ``composition_score``: the circuits of an
-  attention-only transformer read from its weights alone (Elhage et al. 2021).
+* ``patch_heads``: activation patching: a head outputs, at chosen positions, what it output on another
+  input (recorded by ``head_outputs``), and the rest of the run is left alone;
+* ``ov_circuit``, ``copying_score``, ``top1_copying``, ``composition_score`` and ``k_composition_circuit``:
+  the circuits of an attention-only transformer read from its weights alone (Elhage et al. 2021).
 
 The ablations take a ``transformers`` BERT or an ``AttentionOnlyTransformer``; the circuits the latter.
 """
@@ -239,6 +241,53 @@ def mean_ablate_heads(model, heads: Iterable[tuple[int, int]], reference: torch.
         yield model
 
 
+def _patching_hook(targets, positions):
+    """A forward pre-hook that sets the given columns of W_O's input (B, L, H*Dk) to recorded head outputs."""
+    def hook(_module, inputs):
+        context = inputs[0].clone()
+        if context.shape[:2] != targets[0][1].shape[:2]:
+            raise ValueError(f"expected an input of {tuple(targets[0][1].shape[:2])} (batch, positions) like the "
+                             f"recorded run, got {tuple(context.shape[:2])}")
+        for columns, recorded in targets:
+            context[:, positions, columns] = recorded[:, positions].to(context.dtype)
+        return (context, *inputs[1:])
+    return hook
+
+
+@contextlib.contextmanager
+def patch_heads(model, heads: Iterable[tuple[int, int]], source: torch.Tensor,
+                positions: Sequence[int] | None = None) -> Iterator:
+    """Inside this block, the given heads output, at ``positions``, what they output in another run.
+
+    Activation patching: ``source`` is ``head_outputs(model, other_tokens)``, (layers, B, H, L, Dk); the
+    model must then be run on inputs of the same (B, L). Head h's slice of ``concat(heads)`` at the given
+    positions (all when None) is replaced by ``source``'s before ``W_O``; every other head and position keeps
+    what this run computes, so later layers see the patched output. The hooks are removed when the block ends.
+    """
+    require_tensor("source", source)
+    pairs = _head_pairs(model, list(heads))
+    sites, per_layer = _head_sites(model)
+    d_k = _head_width(model)
+    if source.ndim != 5 or source.shape[0] != len(sites) or source.shape[2] != per_layer or source.shape[4] != d_k:
+        raise ValueError(f"expected source from head_outputs, shaped (layers, B, H, L, Dk) = ({len(sites)}, B, "
+                         f"{per_layer}, L, {d_k}), got {tuple(source.shape)}")
+    length = source.shape[3]
+    where = list(range(length)) if positions is None else list(positions)
+    if any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < length for p in where):
+        raise ValueError(f"expected positions as ints in [0, {length - 1}], got {positions!r}")
+    targets: dict[int, list[tuple]] = {}
+    for layer, head in pairs:
+        targets.setdefault(layer, []).append((slice(head * d_k, (head + 1) * d_k), source[layer, :, head]))
+    handles = []
+    try:
+        for layer, recorded in targets.items():
+            handles.append(sites[layer].register_forward_pre_hook(_patching_hook(recorded, where)))
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def ablation_loss(model, tokens: torch.Tensor, half: int, heads: Iterable[tuple[int, int]] = (),
                   reference: torch.Tensor | None = None) -> float:
     """``repeat_loss`` of an ``AttentionOnlyTransformer`` on repeated tokens (B, 2*half) with ``heads`` ablated.
@@ -353,3 +402,23 @@ def composition_score(model: AttentionOnlyTransformer, earlier: tuple[int, int],
     composed, other = _composed(kind, qk_matrix(model, layer2, head2), ov_matrix(model, layer2, head2), w_ov)
     norm = torch.linalg.matrix_norm  # Frobenius
     return float(norm(composed) / (norm(other) * norm(w_ov)))
+
+
+def k_composition_circuit(model: AttentionOnlyTransformer, earlier: tuple[int, int],
+                          later: tuple[int, int]) -> torch.Tensor:
+    """The later head's attention score through the earlier head's output, token by token: (vocab, vocab).
+
+    Entry [a, b] = ``e_a W_Q (e_b W_V' W_O' W_K)ᵀ / √Dk`` (primes: the earlier head): the score a query whose
+    stream holds token a's embedding gives a key whose stream holds what the earlier head writes when all its
+    weight is on token b's embedding. For an earlier previous-token head, b is the key's previous token, and a
+    K-composing induction head has its largest entries where b = a. Left out: the position embeddings, the
+    keys' and queries' own tokens, and every other head's output (the score's other terms).
+    """
+    (layer1, head1), (layer2, head2) = _head_pairs(model, [earlier, later])
+    if layer1 >= layer2:
+        raise ValueError(f"expected the earlier head in a lower layer than the later one, got {earlier} and {later}")
+    w_e = model.embed.weight.detach()  # (vocab, D)
+    w_q, w_k, _, _ = _head_weights(model, layer2, head2)
+    queries = w_e @ w_q  # (vocab, D) @ (D, Dk) -> (vocab, Dk)
+    keys = w_e @ ov_matrix(model, layer1, head1) @ w_k  # (vocab, D) @ (D, D) @ (D, Dk) -> (vocab, Dk)
+    return queries @ keys.T / w_q.shape[1] ** 0.5  # (vocab, Dk) @ (Dk, vocab) -> (vocab, vocab)

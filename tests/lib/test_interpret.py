@@ -23,9 +23,11 @@ from attnlib.interpret import (  # noqa: E402
     copying_score,
     head_means,
     head_outputs,
+    k_composition_circuit,
     mean_ablate_heads,
     ov_circuit,
     ov_matrix,
+    patch_heads,
     qk_matrix,
     top1_copying,
     value_weighted_norms,
@@ -358,6 +360,60 @@ def test_mean_ablation_per_position_refuses_inputs_longer_than_the_reference():
     assert all(not layer.out_proj._forward_pre_hooks for layer in model.layers)
 
 
+def test_patching_a_first_layer_head_equals_the_loop_with_its_output_swapped_at_those_positions():
+    model, clean = tiny_decoder(), decoder_tokens(seed=2)
+    corrupt = decoder_tokens(seed=3)
+    with torch.no_grad():
+        _, clean_outputs = loop_forward(model, clean)
+        _, corrupt_outputs = loop_forward(model, corrupt)
+        swapped = corrupt_outputs[0, 1].clone()
+        swapped[:, [2, 5]] = clean_outputs[0, 1][:, [2, 5]]  # layer 0 does not depend on the patch
+        expected, _ = loop_forward(model, corrupt, {(0, 1): swapped})
+        with patch_heads(model, [(0, 1)], head_outputs(model, clean), positions=[2, 5]):
+            got = model(corrupt)[0]
+        plain = model(corrupt)[0]
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    assert not torch.allclose(got, plain, atol=1e-3)
+    assert all(not layer.out_proj._forward_pre_hooks for layer in model.layers)
+
+
+def test_patching_a_last_layer_head_everywhere_equals_the_loop_with_its_clean_output():
+    model, clean, corrupt = tiny_decoder(seed=1), decoder_tokens(seed=4), decoder_tokens(seed=5)
+    with torch.no_grad():
+        _, clean_outputs = loop_forward(model, clean)
+        expected, _ = loop_forward(model, corrupt, {(1, 2): clean_outputs[1, 2]})
+        with patch_heads(model, [(1, 2)], head_outputs(model, clean)):
+            got = model(corrupt)[0]
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+def test_patching_with_the_runs_own_outputs_changes_nothing():
+    model, tokens = tiny_decoder(seed=2), decoder_tokens(seed=6)
+    with torch.no_grad():
+        plain = model(tokens)[0]
+        with patch_heads(model, [(0, 0), (1, 1)], head_outputs(model, tokens), positions=[0, 3]):
+            patched = model(tokens)[0]
+    torch.testing.assert_close(patched, plain, rtol=0, atol=1e-12)
+
+
+def test_patching_checks_its_input_and_removes_its_hooks():
+    model, tokens = tiny_decoder(), decoder_tokens()
+    source = head_outputs(model, tokens)  # (2, 4, 3, 12, 4)
+    with pytest.raises(ValueError, match=r"expected source from head_outputs.* got \(4, 3, 12, 4\)"):
+        with patch_heads(model, [(0, 0)], source[0]):
+            pass
+    with pytest.raises(ValueError, match=r"expected positions as ints in \[0, 11\], got \[12\]"):
+        with patch_heads(model, [(0, 0)], source, positions=[12]):
+            pass
+    with pytest.raises(ValueError, match=r"expected \(layer, head\) with layer in \[0, 1\]"):
+        with patch_heads(model, [(2, 0)], source):
+            pass
+    with pytest.raises(ValueError, match=r"expected an input of \(4, 12\) .* got \(4, 5\)"):
+        with patch_heads(model, [(0, 0)], source), torch.no_grad():
+            model(tokens[:, :5])
+    assert all(not layer.out_proj._forward_pre_hooks for layer in model.layers)
+
+
 def test_ablation_loss_is_the_repeat_loss_of_the_ablated_loop():
     model, tokens = tiny_decoder(), decoder_tokens(half=6)
     with torch.no_grad():
@@ -525,6 +581,37 @@ def test_composition_of_hand_built_heads_is_one_when_aligned_and_zero_when_not()
     with torch.no_grad():
         model.layers[1].k_proj.weight[0, 1], model.layers[1].k_proj.weight[0, 2] = 0.0, 0.5  # now reads e_2
     assert composition_score(model, (0, 0), (1, 0), "k") == 0
+
+
+def test_k_composition_circuit_equals_the_modules_on_token_embeddings():
+    """[a, b]: the later head's query of e_a against its key of what the earlier head writes for e_b."""
+    model = tiny_decoder(seed=7)
+    for earlier, later in (((0, 0), (1, 2)), ((0, 2), (1, 1))):
+        attn = model.layers[1]
+        with torch.no_grad():
+            written = model.embed.weight @ modules_ov(model, *earlier)  # (vocab, D): the earlier head's output
+            q = head_slice(attn.q_proj(model.embed.weight), later[1])  # (vocab, H*Dk)
+            k = head_slice(attn.k_proj(written), later[1])
+        expected = q @ k.T / 4**0.5
+        got = k_composition_circuit(model, earlier, later)
+        assert got.shape == (13, 13)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+def test_k_composition_circuit_of_hand_built_heads_matches_each_token_to_itself():
+    """Layer 0 copies e_b to other coordinates, the later key reads them, the query reads e_a: [a, b] = [a = b] / 2."""
+    model = AttentionOnlyTransformer(vocab_size=2, d_model=4, num_heads=1, num_layers=2, max_length=8).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.embed.weight[0, 0] = model.embed.weight[1, 1] = 1.0  # token t: e_t
+        model.layers[0].v_proj.weight[:2, :2] = torch.eye(2)  # the head reads coordinates 0, 1
+        model.layers[0].out_proj.weight[2:, :2] = torch.eye(2)  # and writes them to 2, 3
+        model.layers[1].q_proj.weight[:2, :2] = torch.eye(2)  # the query reads the token
+        model.layers[1].k_proj.weight[:2, 2:] = torch.eye(2)  # the key reads what layer 0 wrote
+    torch.testing.assert_close(k_composition_circuit(model, (0, 0), (1, 0)), torch.eye(2, dtype=torch.float64) / 2)
+    with pytest.raises(ValueError, match=r"expected the earlier head in a lower layer.* got \(1, 0\) and \(0, 0\)"):
+        k_composition_circuit(model, (1, 0), (0, 0))
 
 
 def test_circuits_check_their_input():
