@@ -10,6 +10,8 @@ go further than the raw map, each from the literature:
 * ``ablate_heads`` and ``mean_ablate_heads``: a causal test: replace a head's output by zero or by its
   mean over a reference batch and measure what changes downstream; ``ablation_loss`` does it for the
   induction task of ``attnlib.induction``;
+* ``patch_heads``: activation patching: a head outputs, at every position, what it output on another
+  input of the same length (Meng et al. 2022; Wang et al. 2023);
 * ``ov_circuit``, ``copying_score``, ``top1_copying`` and ``composition_score``: the circuits of an
   attention-only transformer read from its weights alone (Elhage et al. 2021).
 
@@ -154,9 +156,15 @@ def _fitted(value: torch.Tensor, length: int) -> torch.Tensor:
     return value[:length]
 
 
-def _replacing_hook(targets):
-    """A forward pre-hook that sets the given columns of W_O's input (B, L, H*Dk) to 0 or to a head's mean."""
+def _replacing_hook(targets, length=None):
+    """A forward pre-hook that sets the given columns of W_O's input (B, L, H*Dk) to 0 or to a head's mean.
+
+    With ``length``, inputs must have exactly that many positions (patching position by position).
+    """
     def hook(_module, inputs):
+        if length is not None and inputs[0].shape[-2] != length:
+            raise ValueError(f"expected inputs of {length} positions like the patching source, "
+                             f"got {inputs[0].shape[-2]}")
         context = inputs[0].clone()
         for row, columns, value in targets:
             where = (slice(None) if row is None else row, Ellipsis, columns)
@@ -166,12 +174,12 @@ def _replacing_hook(targets):
 
 
 @contextlib.contextmanager
-def _hooked(model, per_layer):
+def _hooked(model, per_layer, length=None):
     sites, _ = _head_sites(model)
     handles = []
     try:
         for layer, targets in per_layer.items():
-            handles.append(sites[layer].register_forward_pre_hook(_replacing_hook(targets)))
+            handles.append(sites[layer].register_forward_pre_hook(_replacing_hook(targets, length)))
         yield model
     finally:
         for handle in handles:
@@ -236,6 +244,24 @@ def mean_ablate_heads(model, heads: Iterable[tuple[int, int]], reference: torch.
     """
     means = head_means(model, reference, per_position)
     with _hooked(model, _targets(model, list(heads), rows, means)):
+        yield model
+
+
+@contextlib.contextmanager
+def patch_heads(model, heads: Iterable[tuple[int, int]], source: torch.Tensor,
+                rows: Sequence[int] | None = None) -> Iterator:
+    """Inside this block, the given heads output what they output on ``source`` token ids (1, L): patching.
+
+    Each head's output before W_O is recorded on ``source`` by one forward pass; inside the block, on any input
+    of the same length L, it is replaced at every position by the recorded one, the rest of the model computing
+    as usual. ``rows`` as in ``ablate_heads`` (head i patched only in batch row ``rows[i]``). Inputs of another
+    length than ``source`` raise ValueError: position i of one sentence must be position i of the other.
+    """
+    require_tensor("source", source)
+    if source.ndim != 2 or source.shape[0] != 1:
+        raise ValueError(f"expected source token ids of shape (1, L), got {tuple(source.shape)}")
+    recorded = head_outputs(model, source)[:, 0]  # (layers, H, L, Dk)
+    with _hooked(model, _targets(model, list(heads), rows, recorded), length=source.shape[1]):
         yield model
 
 

@@ -26,6 +26,7 @@ from attnlib.interpret import (  # noqa: E402
     mean_ablate_heads,
     ov_circuit,
     ov_matrix,
+    patch_heads,
     qk_matrix,
     top1_copying,
     value_weighted_norms,
@@ -191,6 +192,60 @@ def test_ablation_hooks_are_removed_even_after_an_error():
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=input_ids).last_hidden_state, before, rtol=0, atol=0)
     assert all(not layer.attention.output.dense._forward_pre_hooks for layer in model.encoder.layer)
+
+
+def test_patching_a_head_equals_running_it_on_the_source_by_hand():
+    model, target, source = small_bert(), ids(batch=1, seed=1), ids(batch=1, seed=2)
+    layer, head = 1, 2
+    d_k = model.config.hidden_size // model.config.num_attention_heads
+    recorded = {}
+    dense = model.encoder.layer[layer].attention.output.dense
+    handle = dense.register_forward_pre_hook(lambda _m, inputs: recorded.setdefault("source", inputs[0].clone()))
+    with torch.no_grad():
+        model(input_ids=source)
+    handle.remove()
+    columns = slice(head * d_k, (head + 1) * d_k)
+
+    def swap(_module, inputs):  # the reference: the head's columns of W_O's input taken from the source run
+        context = inputs[0].clone()
+        context[..., columns] = recorded["source"][..., columns]
+        return (context,)
+
+    handle = dense.register_forward_pre_hook(swap)
+    with torch.no_grad():
+        expected = model(input_ids=target).last_hidden_state
+    handle.remove()
+    with patch_heads(model, [(layer, head)], source), torch.no_grad():
+        got = model(input_ids=target).last_hidden_state
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+    with torch.no_grad():
+        intact = model(input_ids=target).last_hidden_state
+    assert not torch.allclose(got, intact, atol=1e-4)
+
+
+def test_patching_from_the_input_itself_changes_nothing_and_rows_patch_one_copy_each():
+    model, target, source = small_bert(), ids(batch=1, seed=1), ids(batch=1, seed=2)
+    heads = [(0, 1), (2, 3)]
+    with torch.no_grad():
+        intact = model(input_ids=target).last_hidden_state
+    with patch_heads(model, heads, target), torch.no_grad():
+        torch.testing.assert_close(model(input_ids=target).last_hidden_state, intact, rtol=0, atol=1e-6)
+    with patch_heads(model, heads, source, rows=range(2)), torch.no_grad():
+        together = model(input_ids=target.repeat(3, 1)).last_hidden_state
+    for row, head in enumerate(heads):
+        with patch_heads(model, [head], source), torch.no_grad():
+            torch.testing.assert_close(together[row], model(input_ids=target).last_hidden_state[0], rtol=0, atol=1e-5)
+    torch.testing.assert_close(together[-1], intact[0], rtol=0, atol=1e-5)
+
+
+def test_patching_rejects_a_source_of_another_shape_or_length():
+    model = small_bert()
+    with pytest.raises(ValueError, match=r"shape \(1, L\), got \(2, 7\)"):
+        with patch_heads(model, [(0, 0)], ids(batch=2)):
+            pass
+    with pytest.raises(ValueError, match="expected inputs of 7 positions like the patching source, got 5"):
+        with patch_heads(model, [(0, 0)], ids(batch=1)), torch.no_grad():
+            model(input_ids=ids(batch=1, length=5))
 
 
 @pytest.mark.parametrize(("heads", "error", "message"), [
