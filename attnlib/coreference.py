@@ -45,6 +45,7 @@ class PronounSentence:
 
     @property
     def text(self) -> str:
+        """The sentence as the tokenizer reads it."""
         return f"{self.first} told {self.second} that {self.pronoun} {self.ending}."
 
     @property
@@ -54,10 +55,12 @@ class PronounSentence:
 
     @property
     def answer(self) -> str:
+        """The name the pronoun refers to: the one of its gender."""
         return self.first if self.answer_is_first else self.second
 
     @property
     def other(self) -> str:
+        """The name of the other gender, which the pronoun cannot refer to."""
         return self.second if self.answer_is_first else self.first
 
     def alone(self, name: str) -> str:
