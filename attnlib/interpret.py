@@ -242,30 +242,43 @@ def mean_ablate_heads(model, heads: Iterable[tuple[int, int]], reference: torch.
 
 
 def _patching_hook(targets, positions):
-    """A forward pre-hook that sets the given columns of W_O's input (B, L, H*Dk) to recorded head outputs."""
+    """A forward pre-hook that sets the given columns of W_O's input (B, L, H*Dk) to recorded head outputs:
+    ``targets`` holds (columns, recorded (B or 1, L, Dk), batch row or None for every row)."""
     def hook(_module, inputs):
         context = inputs[0].clone()
-        if context.shape[:2] != targets[0][1].shape[:2]:
-            raise ValueError(f"expected an input of {tuple(targets[0][1].shape[:2])} (batch, positions) like the "
-                             f"recorded run, got {tuple(context.shape[:2])}")
-        for columns, recorded in targets:
-            context[:, positions, columns] = recorded[:, positions].to(context.dtype)
+        for columns, recorded, row in targets:
+            if recorded.shape[1] != context.shape[1] or recorded.shape[0] not in (1, context.shape[0]):
+                raise ValueError(f"expected an input of {tuple(recorded.shape[:2])} (batch, positions) like the "
+                                 f"recorded run (or of its positions, when that run was one row), got "
+                                 f"{tuple(context.shape[:2])}")
+            if row is not None and row >= context.shape[0]:
+                raise ValueError(f"expected a batch of more than {row} rows (a head is patched in row {row}), "
+                                 f"got {context.shape[0]}")
+            if row is None:
+                context[:, positions, columns] = recorded[:, positions].to(context.dtype)
+            else:
+                source_row = 0 if recorded.shape[0] == 1 else row
+                context[row, positions, columns] = recorded[source_row, positions].to(context.dtype)
         return (context, *inputs[1:])
     return hook
 
 
 @contextlib.contextmanager
 def patch_heads(model, heads: Iterable[tuple[int, int]], source: torch.Tensor,
-                positions: Sequence[int] | None = None) -> Iterator:
+                positions: Sequence[int] | None = None, rows: Sequence[int] | None = None) -> Iterator:
     """Inside this block, the given heads output, at ``positions``, what they output in another run.
 
-    Activation patching: ``source`` is ``head_outputs(model, other_tokens)``, (layers, B, H, L, Dk); the
-    model must then be run on inputs of the same (B, L). Head h's slice of ``concat(heads)`` at the given
-    positions (all when None) is replaced by ``source``'s before ``W_O``; every other head and position keeps
-    what this run computes, so later layers see the patched output. The hooks are removed when the block ends.
+    Activation patching (Meng et al. 2022; Wang et al. 2023): ``source`` is ``head_outputs(model, other)``,
+    (layers, B, H, L, Dk); the model must then be run on inputs of the same L and the same B, or of any B when
+    the recorded run was one row (it is then patched into every row). Head h's slice of ``concat(heads)`` at the
+    given positions (all when None) is replaced by ``source``'s before ``W_O``; every other head and position keeps
+    what this run computes, so later layers see the patched output. ``rows`` as in ``ablate_heads``: head i is
+    patched only in batch row ``rows[i]`` (many heads tried in one batch). The hooks are removed when the block
+    ends. Works on a ``transformers`` BERT and an ``AttentionOnlyTransformer`` alike.
     """
     require_tensor("source", source)
-    pairs = _head_pairs(model, list(heads))
+    heads = list(heads)
+    pairs = _head_pairs(model, heads)
     sites, per_layer = _head_sites(model)
     d_k = _head_width(model)
     if source.ndim != 5 or source.shape[0] != len(sites) or source.shape[2] != per_layer or source.shape[4] != d_k:
@@ -275,9 +288,14 @@ def patch_heads(model, heads: Iterable[tuple[int, int]], source: torch.Tensor,
     where = list(range(length)) if positions is None else list(positions)
     if any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < length for p in where):
         raise ValueError(f"expected positions as ints in [0, {length - 1}], got {positions!r}")
+    if rows is not None:
+        rows = list(rows)
+        if len(rows) != len(pairs) or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in rows):
+            raise ValueError(f"expected one batch row (an int >= 0) per head, {len(pairs)} of them, got {rows!r}")
     targets: dict[int, list[tuple]] = {}
-    for layer, head in pairs:
-        targets.setdefault(layer, []).append((slice(head * d_k, (head + 1) * d_k), source[layer, :, head]))
+    for i, (layer, head) in enumerate(pairs):
+        targets.setdefault(layer, []).append((slice(head * d_k, (head + 1) * d_k), source[layer, :, head],
+                                              None if rows is None else rows[i]))
     handles = []
     try:
         for layer, recorded in targets.items():

@@ -195,6 +195,65 @@ def test_ablation_hooks_are_removed_even_after_an_error():
     assert all(not layer.attention.output.dense._forward_pre_hooks for layer in model.encoder.layer)
 
 
+def test_patching_a_head_equals_running_it_on_the_source_by_hand():
+    model, target, source = small_bert(), ids(batch=1, seed=1), ids(batch=1, seed=2)
+    layer, head = 1, 2
+    d_k = model.config.hidden_size // model.config.num_attention_heads
+    recorded = {}
+    dense = model.encoder.layer[layer].attention.output.dense
+    handle = dense.register_forward_pre_hook(lambda _m, inputs: recorded.setdefault("source", inputs[0].clone()))
+    with torch.no_grad():
+        model(input_ids=source)
+    handle.remove()
+    columns = slice(head * d_k, (head + 1) * d_k)
+
+    def swap(_module, inputs):  # the reference: the head's columns of W_O's input taken from the source run
+        context = inputs[0].clone()
+        context[..., columns] = recorded["source"][..., columns]
+        return (context,)
+
+    handle = dense.register_forward_pre_hook(swap)
+    with torch.no_grad():
+        expected = model(input_ids=target).last_hidden_state
+    handle.remove()
+    with patch_heads(model, [(layer, head)], head_outputs(model, source)), torch.no_grad():
+        got = model(input_ids=target).last_hidden_state
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+    with torch.no_grad():
+        intact = model(input_ids=target).last_hidden_state
+    assert not torch.allclose(got, intact, atol=1e-4)
+
+
+def test_patching_from_the_input_itself_changes_nothing_and_rows_patch_one_copy_each():
+    model, target, source = small_bert(), ids(batch=1, seed=1), ids(batch=1, seed=2)
+    heads = [(0, 1), (2, 3)]
+    recorded = head_outputs(model, source)  # one row: patched into every row of a batch, or into one each
+    with torch.no_grad():
+        intact = model(input_ids=target).last_hidden_state
+    with patch_heads(model, heads, head_outputs(model, target)), torch.no_grad():
+        torch.testing.assert_close(model(input_ids=target).last_hidden_state, intact, rtol=0, atol=1e-6)
+    with patch_heads(model, heads, recorded, rows=range(2)), torch.no_grad():
+        together = model(input_ids=target.repeat(3, 1)).last_hidden_state
+    for row, head in enumerate(heads):
+        with patch_heads(model, [head], recorded), torch.no_grad():
+            torch.testing.assert_close(together[row], model(input_ids=target).last_hidden_state[0], rtol=0, atol=1e-5)
+    torch.testing.assert_close(together[-1], intact[0], rtol=0, atol=1e-5)
+
+
+def test_patching_rejects_a_source_of_another_length_and_rows_that_do_not_fit():
+    model = small_bert()
+    recorded = head_outputs(model, ids(batch=1))  # (layers, 1, H, 7, Dk)
+    with pytest.raises(ValueError, match=r"expected an input of \(1, 7\) .* got \(1, 5\)"):
+        with patch_heads(model, [(0, 0)], recorded), torch.no_grad():
+            model(input_ids=ids(batch=1, length=5))
+    with pytest.raises(ValueError, match=r"one batch row \(an int >= 0\) per head, 2 of them, got \[0\]"):
+        with patch_heads(model, [(0, 0), (1, 1)], recorded, rows=[0]):
+            pass
+    with pytest.raises(ValueError, match="expected a batch of more than 3 rows .* got 2"):
+        with patch_heads(model, [(0, 0)], recorded, rows=[3]), torch.no_grad():
+            model(input_ids=ids(batch=2))
+
+
 @pytest.mark.parametrize(("heads", "error", "message"), [
     ([(3, 0)], ValueError, r"layer in \[0, 2\] and head in \[0, 3\], got \(3, 0\)"),
     ([(0, 4)], ValueError, r"got \(0, 4\)"),
