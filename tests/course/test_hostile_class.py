@@ -4,10 +4,11 @@ One assignment, ``03_softmax`` cut down to the imports and chapter 3's two autog
 answer and test cells, hidden tests included), and one student per trick: patching ``np.testing``, silencing
 warnings, reading the course folder (``source/`` with the hidden tests, the other students), writing the
 gradebook and the course folder, an endless loop and a 60 MB print, plus an honest wrong answer and the
-correct one. The class is graded once per way of grading (``--jobs 1``, ``--jobs 2``, a Dask LocalCluster) by
+correct one. The class is graded once per way of grading (``--jobs 1``, ``--jobs 2``, Dask through a scheduler's
+address) by
 ``python -m course autograde`` (its ``main``, three times in one child process: one start-up of Python, torch and
 nbgrader instead of three), as an ordinary user (under ``setpriv`` without root's DAC override when run as root),
-with a per-cell limit of 5 s; the module fixture shares the three graded courses across the assertions. The
+with a per-cell limit of 2 s; the module fixture shares the three graded courses across the assertions. The
 release is made here with ``course.release`` (``make student`` itself is tested by test_course.py).
 """
 
@@ -34,8 +35,13 @@ ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = ROOT / "book" / "03_softmax.ipynb"
 STEM = "03_softmax"
 SETUP = "import warnings\n\nimport numpy as np\nimport torch\n\nfrom attnlib import numpy_ops as nops"  # 3's tests need
-CELL_LIMIT_S = 5  # per answer cell, test cell or call; the chapter's own cells (imports) get the default
-MODES = {"jobs 1": ["--jobs", "1"], "jobs 2": ["--jobs", "2"], "dask": ["--jobs", "2", "--dask", "local"]}
+CELL_LIMIT_S = 2  # per answer cell, test cell or call (an honest one takes well under 0.1 s); the chapter's own
+#                   cells (imports) get the default. The endless loop burns the whole limit in every mode.
+# The Dask mode grades through a scheduler's address (``--dask tcp://…``, as on a cluster), with the worker a
+# thread of the grading process: what it tests is that grading on Dask keeps the tricks out (the coordinator
+# writes, the worker grades on scratch copies). A LocalCluster of 2 worker processes is tested by
+# test_course.py; here each would be a fresh Python importing torch and nbgrader (about 16 CPU-s).
+MODES = {"jobs 1": ["--jobs", "1"], "jobs 2": ["--jobs", "2"], "dask": ["--jobs", "1", "--dask", "in-process"]}
 HIDDEN_LINE = "_rng = np.random.default_rng(3)"  # a line of 3.1's hidden tests
 
 WRONG_LSE = "def logsumexp(x):\n    return np.zeros(np.shape(x)[:-1])\n"
@@ -121,7 +127,14 @@ from course.__main__ import main
 results = {}
 for mode, argv in json.loads(sys.argv[1]).items():
     printed, start = io.StringIO(), time.perf_counter()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+    with contextlib.ExitStack() as stack:
+        if argv[-1] == "in-process":  # a Dask cluster whose worker is a thread of this process, by its address
+            from distributed import LocalCluster
+            cluster = stack.enter_context(LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                                       dashboard_address=None, silence_logs=40))
+            argv = [*argv[:-1], cluster.scheduler_address]
+        stack.enter_context(contextlib.redirect_stdout(printed))
+        stack.enter_context(contextlib.redirect_stderr(printed))
         status = main(argv)
     results[mode] = {"rc": status, "out": printed.getvalue(), "seconds": round(time.perf_counter() - start, 1)}
 print(json.dumps(results))
