@@ -12,7 +12,7 @@ Sphinx extensions (``_config.yml`` lists them under ``sphinx: extra_extensions``
 ``attnsite.nbgrader_site``   the student and instructor editions of the exercises
 ``attnsite.live_model``      chapter 6's model in the reader's browser (``live_export``: the ONNX export;
                              ``live_views``: BertViz's views for the page)
-``attnsite.live_induction``  chapter 7's induction head in the reader's browser
+``attnsite.live_induction``  chapter 9's induction head in the reader's browser
 ``attnsite.a11y``            figures' text alternatives, ARIA fixes, phone reflow and print CSS
 ``attnsite.quiz``            quick checks (the ``{quiz}`` fence, read by ``course.quiz``) answered on the page
 

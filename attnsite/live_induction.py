@@ -1,6 +1,6 @@
-"""Sphinx extension: chapter 7's live induction head, computed in the reader's browser with no kernel.
+"""Sphinx extension: chapter 9's live induction head, computed in the reader's browser with no kernel.
 
-Chapter 7 trains a tiny ``attnlib.induction.AttentionOnlyTransformer`` (2 layers of 2 heads, D = 64, a
+Chapter 9 trains a tiny ``attnlib.induction.AttentionOnlyTransformer`` (2 layers of 2 heads, D = 64, a
 vocabulary of 32 symbols; about 39,000 numbers) with ``attnlib.induction.grow_induction_head``, whose settings
 (``ARCHITECTURE``, ``TRAINING``, ``PROBE``, ``SYMBOLS``) live in ``attnlib.induction`` for the chapter and
 this build alike. When an HTML build starts, ``write_induction_files`` trains it again the same way
@@ -45,7 +45,7 @@ ROLE_THRESHOLD = 0.25  # a head is named for a score above this: 6 times an even
 
 
 def train_chapter_model() -> torch.nn.Module:
-    """Chapter 7's trained AttentionOnlyTransformer, made the way the chapter makes it (on the CPU)."""
+    """Chapter 9's trained AttentionOnlyTransformer, made the way the chapter makes it (on the CPU)."""
     model, _ = grow_induction_head()
     return model.eval()
 
@@ -110,7 +110,7 @@ def build_model(cache_dir: Path = CACHE, log=print) -> Path:
         data = json.dumps(export_weights(train_chapter_model()), separators=(",", ":"))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(data, encoding="utf-8")
-        log(f"live_induction: trained chapter 7's model, {path.stat().st_size / 1e3:.0f} kB at {path}")
+        log(f"live_induction: trained chapter 9's model, {path.stat().st_size / 1e3:.0f} kB at {path}")
     return path
 
 

@@ -1,6 +1,6 @@
 """What a cached build product depends on, derived from the code instead of listed by hand.
 
-The build caches what is slow to make (chapter 7's trained model, chapter 6's ONNX export, BertViz's view
+The build caches what is slow to make (chapter 9's trained model, chapter 6's ONNX export, BertViz's view
 code for the page) under a key of its inputs. ``imported_modules`` finds the code part of those inputs: a
 module and every module of its package that it imports, directly or through another, at the top of a file
 or inside a function. A hand list goes stale when a module starts importing a new one; this does not.

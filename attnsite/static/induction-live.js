@@ -1,5 +1,5 @@
 /*
- * induction-live.js: chapter 7's live induction head. The chapter's trained 2-layer attention-only
+ * induction-live.js: chapter 9's live induction head. The chapter's trained 2-layer attention-only
  * transformer (attnlib.induction.AttentionOnlyTransformer) runs in plain JavaScript on a token sequence
  * the reader types; every head's attention weights are drawn as a table.
  *

@@ -144,7 +144,7 @@ def rolling_step(query, key, value, keys, values, position):
 ''',
         },
     },
-    "ex5": {
+    "ex4": {
         "wrong": {
             # counts slots, not blocks: a request's last block is only partly full, but it is all taken
             "no whole blocks": '''\

@@ -1,10 +1,10 @@
-"""Chapter 7's live induction head: the build's export (``attnsite/live_induction.py``) and the page that runs it.
+"""Chapter 9's live induction head: the build's export (``attnsite/live_induction.py``) and the page that runs it.
 
 The export tests check that the weights the site serves are the chapter's trained model (its stored
 ablation losses come out again), name the heads as the chapter does, and are retrained when any code the
 training imports changes. The browser tests read the built
 site (``make book``; ``ATTNLIB_SITE_HTML`` points at another build), serve it on 127.0.0.1, type sequences
-into chapter 7's live section in headless Chromium and compare ``window.attnlibInduction.attend`` with
+into Chapter 9's live section in headless Chromium and compare ``window.attnlibInduction.attend`` with
 attnlib's ``AttentionOnlyTransformer`` on every layer and head.
 """
 
@@ -30,8 +30,8 @@ from attnsite.sources import imported_modules
 from tests import browser_utils as bu
 
 SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
-PAGE = "book/07_causal.html"
-CHAPTER = bu.REPO / "book" / "07_causal.ipynb"
+PAGE = "book/09_induction.html"
+CHAPTER = bu.REPO / "book" / "09_induction.ipynb"
 SECTION_CELL = "live-induction"  # the chapter's markdown cell that holds the section
 SCRIPT = STATIC / li.SCRIPT
 TOLERANCE = 1e-5  # the page's weights against attnlib's in float32 (the page computes in float64)
@@ -65,7 +65,7 @@ def _model(exported: dict, dtype=torch.float32) -> AttentionOnlyTransformer:
 
 
 def _glued(name: str) -> float:
-    """A number chapter 7 glued into its prose, from its stored outputs."""
+    """A number chapter 9 glued into its prose, from its stored outputs."""
     notebook = json.loads(CHAPTER.read_text(encoding="utf-8"))
     for cell in notebook["cells"]:
         if f'glue("{name}"' in "".join(cell["source"]):
@@ -74,7 +74,7 @@ def _glued(name: str) -> float:
             values = [d["application/papermill.record/text/plain"] for d in records]
             names = re.findall(r'glue\("(\w+)"', "".join(cell["source"]))
             return float(values[names.index(name)])
-    raise AssertionError(f"expected chapter 7 to glue {name!r}, got no such glue call")
+    raise AssertionError(f"expected chapter 9 to glue {name!r}, got no such glue call")
 
 
 # --- the export ------------------------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def test_heads_are_named_as_the_chapter_names_them(exported):
 def _section() -> str:
     notebook = json.loads(CHAPTER.read_text(encoding="utf-8"))
     cells = [cell for cell in notebook["cells"] if cell.get("id") == SECTION_CELL]
-    assert len(cells) == 1 and cells[0]["cell_type"] == "markdown", f"expected chapter 7's cell {SECTION_CELL}"
+    assert len(cells) == 1 and cells[0]["cell_type"] == "markdown", f"expected chapter 9's cell {SECTION_CELL}"
     return "".join(cells[0]["source"])
 
 
@@ -169,7 +169,7 @@ return {state: root.dataset.state, status: document.getElementById('attnlib-indu
 
 @pytest.fixture(scope="module")
 def page():
-    """Chapter 7 over loopback in one Chromium; yields (driver, requests made while the page loaded)."""
+    """Chapter 9 over loopback in one Chromium; yields (driver, requests made while the page loaded)."""
     if not (SITE / PAGE).is_file():
         pytest.fail(f"expected the built site at {SITE} (run `make book`), got no {PAGE}", pytrace=False)
     bu.require_chromium()
