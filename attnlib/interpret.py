@@ -424,7 +424,8 @@ def composition_score(model: AttentionOnlyTransformer, earlier: tuple[int, int],
 
 def k_composition_circuit(model: AttentionOnlyTransformer, earlier: tuple[int, int],
                           later: tuple[int, int]) -> torch.Tensor:
-    """The later head's attention score through the earlier head's output, token by token: (vocab, vocab).
+    """The later head's attention score through the earlier head's output, token by token: (N, N) for a
+    vocabulary of N tokens.
 
     Entry [a, b] = ``e_a W_Q (e_b W_V' W_O' W_K)ᵀ / √Dk`` (primes: the earlier head): the score a query whose
     stream holds token a's embedding gives a key whose stream holds what the earlier head writes when all its
@@ -435,8 +436,8 @@ def k_composition_circuit(model: AttentionOnlyTransformer, earlier: tuple[int, i
     (layer1, head1), (layer2, head2) = _head_pairs(model, [earlier, later])
     if layer1 >= layer2:
         raise ValueError(f"expected the earlier head in a lower layer than the later one, got {earlier} and {later}")
-    w_e = model.embed.weight.detach()  # (vocab, D)
+    w_e = model.embed.weight.detach()  # (N, D): one row per token of the vocabulary
     w_q, w_k, _, _ = _head_weights(model, layer2, head2)
-    queries = w_e @ w_q  # (vocab, D) @ (D, Dk) -> (vocab, Dk)
-    keys = w_e @ ov_matrix(model, layer1, head1) @ w_k  # (vocab, D) @ (D, D) @ (D, Dk) -> (vocab, Dk)
-    return queries @ keys.T / w_q.shape[1] ** 0.5  # (vocab, Dk) @ (Dk, vocab) -> (vocab, vocab)
+    queries = w_e @ w_q  # (N, D) @ (D, Dk) -> (N, Dk)
+    keys = w_e @ ov_matrix(model, layer1, head1) @ w_k  # (N, D) @ (D, D) @ (D, Dk) -> (N, Dk)
+    return queries @ keys.T / w_q.shape[1] ** 0.5  # (N, Dk) @ (Dk, N) -> (N, N)
