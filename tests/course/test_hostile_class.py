@@ -1,11 +1,14 @@
 """A hostile class, graded with the documented commands as an ordinary user: every trick fails (issue #31).
 
 One assignment, ``03_softmax`` cut down to the imports and chapter 3's two autograded exercises (the real
-answer and test cells, hidden tests included), and one student per trick: patching ``np.testing``, silencing
-warnings, reading the course folder (``source/`` with the hidden tests, the other students), writing the
-gradebook and the course folder, an endless loop and a 60 MB print, plus an honest wrong answer and the
-correct one. The class is graded once per way of grading (``--jobs 1``, ``--jobs 2``, Dask through a scheduler's
-address) by
+answer and test cells, hidden tests included), and five students. Each trick is its own answer: a hostile
+student puts one trick in her answer to 3.1 and another in her answer to 3.2, so every trick is checked by
+what it alone would have done (a score, a file, a printed line). The tricks: patching ``np.testing``, writing
+the gradebook and the course folder, silencing warnings, reading the course folder (``source/`` with the
+hidden tests, the other students), an endless loop and a 60 MB print; plus an honest wrong answer and the
+correct one. (Seven students, one per pair of answers, cost 6 more sandboxed kernels per way of grading,
+each importing torch: about 27 CPU-s of ``make test`` for no trick more.) The class is graded once per way
+of grading (``--jobs 1``, ``--jobs 2``, Dask through a scheduler's address) by
 ``python -m course autograde`` (its ``main``, three times in one child process: one start-up of Python, torch and
 nbgrader instead of three), as an ordinary user (under ``setpriv`` without root's DAC override when run as root),
 with a per-cell limit of 2 s; the module fixture shares the three graded courses across the assertions. The
@@ -57,26 +60,31 @@ def tricks(course: Path) -> dict[str, tuple[str, str]]:
     """``{student: (answer to 3.1, answer to 3.2)}``; ``course`` is the course folder the tricks aim at."""
     gradebook_file, pwned = course / "gradebook.db", course / "pwned.txt"
     return {
+        # 3.1: a wrong answer that switches the checks off in its kernel; 3.2: a wrong answer that writes the
+        # gradebook and the course folder, and runs `id`
         "patcher": (WRONG_LSE + "import torch\nnp.testing.assert_allclose = lambda *a, **k: None\n"
                     "np.testing.assert_array_equal = lambda *a, **k: None\n"
                     "torch.testing.assert_close = lambda *a, **k: None\n"
-                    "import builtins\nbuiltins.AssertionError = type('Nothing', (Exception,), {})\n", WRONG_MASK),
+                    "import builtins\nbuiltins.AssertionError = type('Nothing', (Exception,), {})\n",
+                    WRONG_MASK + "import sqlite3, os, subprocess\n"
+                    f"try:\n    _db = sqlite3.connect({str(gradebook_file)!r})\n"
+                    "    _db.execute('UPDATE grade SET manual_score = 99'); _db.commit()\n"
+                    "except Exception as e:\n    print('no gradebook:', e)\n"
+                    f"for _p in ({str(pwned)!r}, '../../pwned.txt', '../pwned.txt'):\n"
+                    "    try:\n        open(_p, 'w').write('pwned')\n    except Exception as e:\n"
+                    "        print('cannot write', _p, e)\n"
+                    "print(subprocess.run(['id'], capture_output=True, text=True).stdout)\n"),
+        # 3.1: an answer that warns, with warnings and stderr silenced; 3.2: the right answer, and a look
+        # around the course folder for source/, the gradebook and the other students' notebooks
         "silencer": (WARNING_LSE + "import warnings, sys, os\nwarnings.filterwarnings('ignore')\n"
-                     "warnings.warn = lambda *a, **k: None\nsys.stderr = open(os.devnull, 'w')\n", None),
-        "snoop": (WRONG_LSE + "import glob, os\n_seen = glob.glob('../../../*/*') + glob.glob('../../../*/*/*')\n"
-                  f"_seen += glob.glob({str(course)!r} + '/**', recursive=True)\n"
-                  "print('SEEN', [p for p in _seen if os.path.exists(p) and "
-                  f"({course.name!r} in p or 'gradebook' in p or '.ipynb' in p)])\n"
-                  f"print('SOURCE', open({str(course / 'source' / STEM / f'{STEM}.ipynb')!r}).read()"
-                  " if os.path.exists(" f"{str(course / 'source')!r}) else 'no source')\n", WRONG_MASK),
-        "vandal": (WRONG_LSE + "import sqlite3, os, subprocess\n"
-                   f"try:\n    _db = sqlite3.connect({str(gradebook_file)!r})\n"
-                   "    _db.execute('UPDATE grade SET manual_score = 99'); _db.commit()\n"
-                   "except Exception as e:\n    print('no gradebook:', e)\n"
-                   f"for _p in ({str(pwned)!r}, '../../pwned.txt', '../pwned.txt'):\n"
-                   "    try:\n        open(_p, 'w').write('pwned')\n    except Exception as e:\n"
-                   "        print('cannot write', _p, e)\n"
-                   "print(subprocess.run(['id'], capture_output=True, text=True).stdout)\n", WRONG_MASK),
+                     "warnings.warn = lambda *a, **k: None\nsys.stderr = open(os.devnull, 'w')\n",
+                     model_answer("ex2") + "\nimport glob, os\n"
+                     "_seen = glob.glob('../../../*/*') + glob.glob('../../../*/*/*')\n"
+                     f"_seen += glob.glob({str(course)!r} + '/**', recursive=True)\n"
+                     "print('SEEN', [p for p in _seen if os.path.exists(p) and "
+                     f"({course.name!r} in p or 'gradebook' in p or '.ipynb' in p)])\n"
+                     f"print('SOURCE', open({str(course / 'source' / STEM / f'{STEM}.ipynb')!r}).read()"
+                     " if os.path.exists(" f"{str(course / 'source')!r}) else 'no source')\n"),
         "endless": ("while True:\n    pass\n" + WARNING_LSE, "print('x' * 60_000_000)\n" + model_answer("ex2")),
         "honest": (WRONG_LSE, WRONG_MASK),
         "correct": (None, None),
@@ -189,8 +197,9 @@ def exercise_scores(course: Path) -> dict[tuple[str, str], str]:
 
 
 EXPECTED = {  # (student, exercise) -> score
-    **{(s, e): "0" for s in ("patcher", "snoop", "vandal", "honest") for e in ("ex1", "ex2")},
-    ("silencer", "ex1"): "0", ("silencer", "ex2"): "2",  # 3.1 says a warning matters; 3.2 is right
+    **{(s, e): "0" for s in ("patcher", "honest") for e in ("ex1", "ex2")},
+    ("silencer", "ex1"): "0", ("silencer", "ex2"): "2",  # 3.1 says a warning matters; 3.2 is right (its look
+    #                                                      around finds nothing and costs nothing)
     ("endless", "ex1"): "0", ("endless", "ex2"): "2",  # the loop is stopped; the 60 MB print costs nothing
     ("correct", "ex1"): "3", ("correct", "ex2"): "2",
 }
@@ -220,13 +229,14 @@ def test_the_endless_one_is_stopped_and_named(graded, mode):
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_the_sandbox_held_nothing_of_the_course(graded, mode):
-    """The snoop saw no source/, no submission, no gradebook; the vandal wrote nothing outside its scratch."""
+    """The silencer's look around (3.2) saw no source/, no submission, no gradebook; the patcher's writes (3.2)
+    reached nothing outside its scratch."""
     course = graded[mode]["course"]
-    snoop = (course / "autograded" / "snoop" / STEM / f"{STEM}.ipynb").read_text()
+    snoop = (course / "autograded" / "silencer" / STEM / f"{STEM}.ipynb").read_text()
     assert "SEEN []" in snoop and "SOURCE no source" in snoop, snoop[-3000:]
     for student in tricks(course):
         assert HIDDEN_LINE not in (course / "autograded" / student / STEM / f"{STEM}.ipynb").read_text()
-    vandal = (course / "autograded" / "vandal" / STEM / f"{STEM}.ipynb").read_text()
+    vandal = (course / "autograded" / "patcher" / STEM / f"{STEM}.ipynb").read_text()
     assert "no gradebook:" in vandal and "uid=65534" in vandal  # it ran as nobody, and found nothing to write
     assert not list(course.parent.rglob("pwned.txt"))
     assert graded[mode]["inbox_after"] == graded[mode]["inbox_before"]
