@@ -18,7 +18,8 @@ export TOKENIZERS_PARALLELISM := false
 BOOK_PACKAGES := ensurepip=python3-venv npm=npm node=nodejs
 # bubblewrap (and prlimit) for the sandbox every autograde runs student code in (course/sandbox.py)
 COURSE_PACKAGES := bwrap=bubblewrap prlimit=util-linux
-TEST_PACKAGES := $(BOOK_PACKAGES) $(COURSE_PACKAGES) chromium=chromium chromedriver=chromium-driver
+TEST_PACKAGES := $(BOOK_PACKAGES) $(COURSE_PACKAGES) chromium=chromium chromedriver=chromium-driver \
+	pdftotext=poppler-utils
 # Strict nbval's flags and the one-thread environment of every test process, from the one settings module
 # (read when a recipe runs, after .venv exists).
 TESTSETTINGS = $(PY) tools/testsettings.py
