@@ -127,53 +127,78 @@ def _head_width(model) -> int:
     return sites[0].in_features // per_layer
 
 
-def _targets(model, heads, rows, means=None) -> dict[int, list[tuple]]:
-    """layer -> [(batch row or None for every row, the head's columns of concat(heads), value or None), ...].
+def _targets(model, heads, rows, value) -> dict[int, list[tuple]]:
+    """layer -> [(batch row or None for every row, the head's columns of concat(heads), replacement), ...].
 
-    ``means`` (layers, H, L, Dk) or (layers, H, Dk): the value that replaces each head; None: zero.
+    ``value(layer, head)`` is the head's replacement: None (zero), a mean ``(L_ref, Dk)`` or ``(Dk,)``, or a
+    recorded output ``(B or 1, L, Dk)`` (``_Recorded``). ``rows``: one batch row per head, or None.
     """
     heads = _head_pairs(model, heads)
     if rows is not None:
         rows = list(rows)
         if len(rows) != len(heads) or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in rows):
-            raise ValueError(f"expected rows as {len(heads)} batch indices >= 0 (one per head), got {rows!r}")
+            raise ValueError(f"expected rows as one batch row (an int >= 0) per head, {len(heads)} of them, "
+                             f"got {rows!r}")
     d_k = _head_width(model)
     per_layer: dict[int, list[tuple]] = {}
     for i, (layer, head) in enumerate(heads):
-        columns = list(range(head * d_k, (head + 1) * d_k))
-        value = None if means is None else means[layer, head]
-        per_layer.setdefault(layer, []).append((None if rows is None else rows[i], columns, value))
+        columns = slice(head * d_k, (head + 1) * d_k)
+        per_layer.setdefault(layer, []).append((None if rows is None else rows[i], columns, value(layer, head)))
     return per_layer
 
 
-def _fitted(value: torch.Tensor, length: int) -> torch.Tensor:
-    """A head's replacement (L_ref, Dk) or (Dk,) for an input of ``length`` positions."""
-    if value.ndim == 1:
-        return value
-    if value.shape[0] < length:
+class _Recorded:
+    """A head's output recorded in another run, (B or 1, L, Dk), to be patched in at ``positions``."""
+
+    def __init__(self, output: torch.Tensor, positions: list[int]):
+        self.output, self.positions = output, positions
+
+    def fitted(self, context: torch.Tensor, row: int | None) -> torch.Tensor:
+        """The recorded values for ``context`` (B, L, H*Dk) at the positions, in batch ``row`` (None: all)."""
+        batch, length = self.output.shape[:2]
+        if length != context.shape[1] or batch not in (1, context.shape[0]):
+            raise ValueError(f"expected an input of {(batch, length)} (batch, positions) like the recorded run "
+                             f"(or of its positions, when that run was one row), got {tuple(context.shape[:2])}")
+        if row is None:
+            return self.output[:, self.positions]
+        return self.output[0 if batch == 1 else row, self.positions]
+
+
+def _fitted(value, context: torch.Tensor, row: int | None):
+    """What replaces a head in ``context`` (B, L, H*Dk): 0, its mean (L_ref, Dk) cut to L or (Dk,), or a
+    recorded output."""
+    if value is None:
+        return 0
+    if isinstance(value, _Recorded):
+        return value.fitted(context, row).to(context.dtype)
+    length = context.shape[-2]
+    if value.ndim == 2 and value.shape[0] < length:
         raise ValueError(f"expected inputs of at most {value.shape[0]} positions, the length of the reference "
                          f"batch of the per-position means, got {length}")
-    return value[:length]
+    return (value if value.ndim == 1 else value[:length]).to(context.dtype)
 
 
-def _replacing_hook(targets):
-    """A forward pre-hook that sets the given columns of W_O's input (B, L, H*Dk) to 0 or to a head's mean."""
+def _replacing_hook(targets, positions=slice(None)):
+    """A forward pre-hook that sets a head's columns of W_O's input (B, L, H*Dk), at ``positions``, to zero, to
+    its mean or to what it output in another run."""
     def hook(_module, inputs):
         context = inputs[0].clone()
         for row, columns, value in targets:
-            where = (slice(None) if row is None else row, Ellipsis, columns)
-            context[where] = 0 if value is None else _fitted(value, context.shape[-2]).to(context.dtype)
+            if row is not None and row >= context.shape[0]:
+                raise ValueError(f"expected a batch of more than {row} rows (a head is replaced in row {row}), "
+                                 f"got {context.shape[0]}")
+            context[slice(None) if row is None else row, positions, columns] = _fitted(value, context, row)
         return (context, *inputs[1:])
     return hook
 
 
 @contextlib.contextmanager
-def _hooked(model, per_layer):
+def _hooked(model, per_layer, positions=slice(None)):
     sites, _ = _head_sites(model)
     handles = []
     try:
         for layer, targets in per_layer.items():
-            handles.append(sites[layer].register_forward_pre_hook(_replacing_hook(targets)))
+            handles.append(sites[layer].register_forward_pre_hook(_replacing_hook(targets, positions)))
         yield model
     finally:
         for handle in handles:
@@ -190,7 +215,7 @@ def ablate_heads(model, heads: Iterable[tuple[int, int]], rows: Sequence[int] | 
     is removed only in batch row ``rows[i]``: one forward pass of a batch of copies measures many
     single-head ablations at once. The hooks are removed when the block ends, also on an error.
     """
-    with _hooked(model, _targets(model, list(heads), rows)):
+    with _hooked(model, _targets(model, list(heads), rows, lambda layer, head: None)):
         yield model
 
 
@@ -237,30 +262,8 @@ def mean_ablate_heads(model, heads: Iterable[tuple[int, int]], reference: torch.
     positions too. ``rows`` as in ``ablate_heads``.
     """
     means = head_means(model, reference, per_position)
-    with _hooked(model, _targets(model, list(heads), rows, means)):
+    with _hooked(model, _targets(model, list(heads), rows, lambda layer, head: means[layer, head])):
         yield model
-
-
-def _patching_hook(targets, positions):
-    """A forward pre-hook that sets the given columns of W_O's input (B, L, H*Dk) to recorded head outputs:
-    ``targets`` holds (columns, recorded (B or 1, L, Dk), batch row or None for every row)."""
-    def hook(_module, inputs):
-        context = inputs[0].clone()
-        for columns, recorded, row in targets:
-            if recorded.shape[1] != context.shape[1] or recorded.shape[0] not in (1, context.shape[0]):
-                raise ValueError(f"expected an input of {tuple(recorded.shape[:2])} (batch, positions) like the "
-                                 f"recorded run (or of its positions, when that run was one row), got "
-                                 f"{tuple(context.shape[:2])}")
-            if row is not None and row >= context.shape[0]:
-                raise ValueError(f"expected a batch of more than {row} rows (a head is patched in row {row}), "
-                                 f"got {context.shape[0]}")
-            if row is None:
-                context[:, positions, columns] = recorded[:, positions].to(context.dtype)
-            else:
-                source_row = 0 if recorded.shape[0] == 1 else row
-                context[row, positions, columns] = recorded[source_row, positions].to(context.dtype)
-        return (context, *inputs[1:])
-    return hook
 
 
 @contextlib.contextmanager
@@ -277,8 +280,6 @@ def patch_heads(model, heads: Iterable[tuple[int, int]], source: torch.Tensor,
     ends. Works on a ``transformers`` BERT and an ``AttentionOnlyTransformer`` alike.
     """
     require_tensor("source", source)
-    heads = list(heads)
-    pairs = _head_pairs(model, heads)
     sites, per_layer = _head_sites(model)
     d_k = _head_width(model)
     if source.ndim != 5 or source.shape[0] != len(sites) or source.shape[2] != per_layer or source.shape[4] != d_k:
@@ -288,22 +289,9 @@ def patch_heads(model, heads: Iterable[tuple[int, int]], source: torch.Tensor,
     where = list(range(length)) if positions is None else list(positions)
     if any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < length for p in where):
         raise ValueError(f"expected positions as ints in [0, {length - 1}], got {positions!r}")
-    if rows is not None:
-        rows = list(rows)
-        if len(rows) != len(pairs) or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in rows):
-            raise ValueError(f"expected one batch row (an int >= 0) per head, {len(pairs)} of them, got {rows!r}")
-    targets: dict[int, list[tuple]] = {}
-    for i, (layer, head) in enumerate(pairs):
-        targets.setdefault(layer, []).append((slice(head * d_k, (head + 1) * d_k), source[layer, :, head],
-                                              None if rows is None else rows[i]))
-    handles = []
-    try:
-        for layer, recorded in targets.items():
-            handles.append(sites[layer].register_forward_pre_hook(_patching_hook(recorded, where)))
+    targets = _targets(model, list(heads), rows, lambda layer, head: _Recorded(source[layer, :, head], where))
+    with _hooked(model, targets, where):
         yield model
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def ablation_loss(model, tokens: torch.Tensor, half: int, heads: Iterable[tuple[int, int]] = (),

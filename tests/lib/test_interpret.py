@@ -179,7 +179,7 @@ def test_ablation_by_rows_equals_one_ablation_per_copy():
         torch.testing.assert_close(together[row], alone, rtol=0, atol=1e-5)
     with torch.no_grad():
         torch.testing.assert_close(together[-1], model(input_ids=input_ids).last_hidden_state[0], rtol=0, atol=1e-5)
-    with pytest.raises(ValueError, match="expected rows as 3 batch indices"):
+    with pytest.raises(ValueError, match=r"expected rows as one batch row \(an int >= 0\) per head, 3 of them"):
         with ablate_heads(model, heads, rows=[0, 1]):
             pass
 
