@@ -304,16 +304,26 @@ def test_best_practice_findings_are_reported(page, axe_results, capsys):
     tmp.replace(REPORT)
 
 
+@functools.cache
+def _newest_shared_file() -> float:
+    """When the newest of the site's shared files (theme, scripts, styles under ``_static/``) was written."""
+    return max((f.stat().st_mtime for f in (SITE / "_static").rglob("*") if f.is_file()), default=0.0)
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_state_of_the_page_has_its_screenshot(page):
     """After a page's axe runs: a half-scale JPEG of the whole page for each mode and width, as the reader
-    sees it (half the window's width, and as tall as the page, up to the cap), and its problem list."""
+    sees it (half the window's width, and as tall as the page, up to the cap), and its problem list, both
+    taken of the site as it is built now (newer than the page and than every shared file it loads)."""
     from PIL import Image  # noqa: PLC0415 - matplotlib's dependency; only this test reads images
 
+    built = max((SITE / page).stat().st_mtime, _newest_shared_file())
     for mode in MODES:
         for width in WIDTHS:
             shot = SCREENSHOTS / f"{_shot_name(page, f'{mode}-{width}')}.jpg"
             assert shot.is_file(), f"{page} ({mode}, {width} px): no screenshot at {shot}"
+            for taken in (shot, shot.with_suffix(".json")):
+                assert taken.stat().st_mtime >= built, f"{taken} is older than the site it should show: stale"
             with Image.open(shot) as image:
                 assert image.format == "JPEG", (shot, image.format)
                 assert image.width == width // 2 and image.height > 100, (shot, image.size)
