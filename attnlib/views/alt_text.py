@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.colors import to_rgb
+from matplotlib.colors import LogNorm, to_rgb
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure, SubFigure
 
@@ -68,13 +68,29 @@ def message_of(fig) -> str | None:
     return getattr(_figure_of(fig), MESSAGE_ATTR, None)
 
 
-def _number(value: float) -> str:
+# On a linear scale, a value under this share of the largest magnitude it is read with reads as 0: a softmax
+# weight of 3.8e-171 beside weights near 1 is 0 to the eye, and its digits are float noise another CPU may not
+# reproduce. Log scales (where such a value is the point) keep every value.
+NEGLIGIBLE = 1e-6
+
+
+def _number(value: float, scale: float = 0.0) -> str:
+    """``value`` in 2 significant digits (2 decimals between 0.01 and 1000); "0" when it is negligible beside
+    ``scale``, the largest magnitude it is read with (0: never)."""
+    if abs(value) < NEGLIGIBLE * scale:
+        return "0"
     return f"{value:.2g}" if abs(value) < 0.01 or abs(value) >= 1000 else f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-def _span(low: float, high: float, word: str = "from") -> str:
+def _linear_scale(values: np.ndarray, linear: bool = True) -> float:
+    """The ``scale`` of ``_number`` for values read on a linear axis (the largest finite magnitude), else 0."""
+    finite = np.abs(values[np.isfinite(values)])
+    return float(finite.max()) if linear and finite.size else 0.0
+
+
+def _span(low: float, high: float, word: str = "from", scale: float = 0.0) -> str:
     """'from 1 to 3', or 'at 1' when the two ends print the same (never a degenerate 'from 1 to 1')."""
-    a, b = _number(low), _number(high)
+    a, b = _number(low, scale), _number(high, scale)
     return f"at {a}" if a == b else f"{word} {a} to {b}"
 
 
@@ -177,7 +193,8 @@ def _describe_image(ax, image) -> str:
             + f" by {_count(m.shape[1], 'column')}" + (f" ({xlabel})" if xlabel else ""))
     finite = m[np.isfinite(m)]
     if finite.size:
-        low, high = _number(finite.min()), _number(finite.max())
+        scale = _linear_scale(finite, not isinstance(image.norm, LogNorm))
+        low, high = _number(finite.min(), scale), _number(finite.max(), scale)
         text += f", every value {low}" if low == high else f", values from {low} to {high}"
         if finite.min() >= 0 and np.allclose(np.nansum(m, axis=1), 1, atol=1e-2):
             text += ", each row sums to 1"
@@ -189,18 +206,19 @@ def _describe_image(ax, image) -> str:
     return text
 
 
-def _trend(y: np.ndarray) -> str:
+def _trend(y: np.ndarray, scale: float = 0.0) -> str:
+    """How ``y`` goes; ``scale`` as in ``_number``."""
     y = y[np.isfinite(y)]
     if y.size < 2:
-        return f"at {_number(y[0])}" if y.size else "empty"
-    if _number(y.min()) == _number(y.max()):
-        return f"flat at {_number(y[0])}"
+        return f"at {_number(y[0], scale)}" if y.size else "empty"
+    if _number(y.min(), scale) == _number(y.max(), scale):
+        return f"flat at {_number(y[0], scale)}"
     d = np.diff(y)
     shape = "rises" if (d >= 0).all() else "falls" if (d <= 0).all() else "varies"
-    ends = _span(y[0], y[-1])
+    ends = _span(y[0], y[-1], scale=scale)
     if shape != "varies":
         return f"{shape} {ends}"
-    between = f"between {_number(y.min())} and {_number(y.max())}"
+    between = f"between {_number(y.min(), scale)} and {_number(y.max(), scale)}"
     return f"varies {between}, starting and ending {ends}" if ends.startswith("at") else f"varies {ends} ({between})"
 
 
@@ -224,12 +242,14 @@ def _describe_one_x(label: str | None, x: np.ndarray, y: np.ndarray, x_name: str
     return f"{label + ': ' if label else ''}{x.size} points at {where}, {values}"
 
 
-def _describe_curve(label: str | None, x: np.ndarray, y: np.ndarray, x_name: str, y_name: str) -> str:
-    """A line's trend over x ('a curve rises from 0 to 4 as x goes from 0 to 2'), or its points when x is one value."""
+def _describe_curve(label: str | None, x: np.ndarray, y: np.ndarray, x_name: str, y_name: str,
+                    linear: bool = True) -> str:
+    """A line's trend over x ('a curve rises from 0 to 4 as x goes from 0 to 2'), or its points when x is one value;
+    ``linear``: whether the y axis is linear (values negligible beside the largest then read as 0)."""
     xs = _span(np.nanmin(x), np.nanmax(x))
     if xs.startswith("at"):  # one x: a point, or points stacked over it
         return _describe_one_x(label, x, y, x_name, y_name)
-    return f"{label or 'a curve'} {_trend(y)} as {x_name} goes {xs}"
+    return f"{label or 'a curve'} {_trend(y, _linear_scale(y, linear))} as {x_name} goes {xs}"
 
 
 def _describe_lines(ax) -> list[str]:
@@ -255,7 +275,7 @@ def _describe_lines(ax) -> list[str]:
         elif group and line in short:
             segments += 1
         else:
-            out.append(_describe_curve(label, x, y, x_name, y_name))
+            out.append(_describe_curve(label, x, y, x_name, y_name, ax.get_yscale() == "linear"))
     for kind, places in straight.items():
         if places:
             out.append(f"{'a ' + kind + ' line' if len(places) == 1 else kind + ' lines'} at {', '.join(places)}")
@@ -277,18 +297,27 @@ def _colour_names(ax) -> dict[tuple, str]:
 
 
 def _describe_arrows(ax) -> list[str]:
-    """Annotations drawn as arrows: each one's name (legend entry of its colour, or the text beside its head)."""
+    """Annotations drawn as arrows: each one's name (legend entry of its colour, or the one text of its colour
+    beside its head: a text placed in data coordinates nearer another arrow's head names that one)."""
     from matplotlib.text import Annotation  # noqa: PLC0415
 
     arrows = [t for t in ax.texts if isinstance(t, Annotation) and t.arrow_patch is not None]
     if not arrows:
         return []
     names, labels = _colour_names(ax), [t for t in ax.texts if not isinstance(t, Annotation) and t.get_text()]
+    heads = np.array([arrow.xy for arrow in arrows], dtype=float)  # (arrows, 2)
+
+    def beside(text, i: int) -> bool:
+        """Whether ``text`` may name arrow ``i``: not a label placed in data coordinates nearer another head."""
+        if text.get_transform() != ax.transData:
+            return True
+        return int(np.argmin(np.linalg.norm(heads - np.asarray(text.get_position(), dtype=float), axis=1))) == i
+
     out = []
-    for arrow in arrows:
+    for i, arrow in enumerate(arrows):
         head, tail = np.asarray(arrow.xy, dtype=float), np.asarray(arrow.xyann, dtype=float)
         colour = tuple(np.round(to_rgb(arrow.arrow_patch.get_edgecolor()), 3))
-        near = [t.get_text() for t in labels if tuple(np.round(to_rgb(t.get_color()), 3)) == colour]
+        near = [t.get_text() for t in labels if tuple(np.round(to_rgb(t.get_color()), 3)) == colour and beside(t, i)]
         name = names.get(colour) or (near[0] if len(near) == 1 else None)
         where = f"from ({_number(tail[0])}, {_number(tail[1])}) to ({_number(head[0])}, {_number(head[1])})"
         out.append(f"arrow {name}: {where}" if name else f"an arrow {where}")

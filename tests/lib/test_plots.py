@@ -296,6 +296,38 @@ def test_describer_reads_reference_lines_flat_lines_arrows_and_legends():
     plt.close("all")
 
 
+def test_an_arrow_is_named_by_the_text_beside_its_head_not_by_a_label_of_another_arrow():
+    """Two black arrows, each with a black label near its own head (as chapter 1's angle figure): each arrow
+    gets its own label; a lone label far from every arrow still names the one arrow of its colour."""
+    fig, (both, alone) = plt.subplots(1, 2)
+    for head, name in (((2.0, 1.0), "q"), ((1.3, 0.7), "0°")):
+        both.annotate("", xy=head, xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": "black"})
+        both.text(head[0] * 1.2, head[1] * 1.2 - 0.1, name)
+    both.set(xlim=(-3, 3), ylim=(-3, 3))
+    alone.annotate("", xy=(1, 1), xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": "tab:red"})
+    alone.text(-2, -2, "r", color="tab:red")
+    alone.set(xlim=(-3, 3), ylim=(-3, 3))
+    text = plots.describe_figure(fig)
+    assert "arrow q: from (0, 0) to (2, 1)" in text and "arrow 0°: from (0, 0) to (1.3, 0.7)" in text, text
+    assert "arrow r: from (0, 0) to (1, 1)" in text, text
+    plt.close("all")
+
+
+def test_a_value_negligible_beside_the_largest_reads_as_zero_on_a_linear_scale_only():
+    """Chapter 3's entropy curve starts at 3.8e-171 beside values near 1.8: on a linear axis it reads as 0 (and a
+    heatmap of softmax weights from 0 to 1, not from 1.1e-07); on a log axis every value keeps its digits."""
+    fig, (linear, log, weights) = plt.subplots(1, 3)
+    y = np.array([3.8e-171, 0.5, 1.79])
+    linear.plot([0.01, 1, 100], y, label="entropy")
+    log.semilogy([1, 2, 3], [1e-40, 1e-20, 1.0], label="gradient")
+    plots.heatmap(np.array([[1.1e-7, 1 - 1.1e-7], [0.5, 0.5]]), ["a", "b"], ["a", "b"], ax=weights)
+    text = plots.describe_figure(fig)
+    assert "entropy rises from 0 to 1.79" in text, text
+    assert "gradient rises from 1e-40 to 1" in text, text
+    assert "values from 0 to 1" in text and "e-07" not in text, text
+    plt.close("all")
+
+
 def test_describer_reads_points_over_one_x_as_points_not_a_curve():
     fig, ax = plt.subplots()
     ax.plot(np.arange(0, 361, 30), np.cos(np.radians(np.arange(0, 361, 30))), label="q·k")
