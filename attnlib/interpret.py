@@ -148,29 +148,29 @@ def _targets(model, heads, rows, value) -> dict[int, list[tuple]]:
 
 
 class _Recorded:
-    """A head's output recorded in another run, (B or 1, L, Dk), to be patched in at ``positions``."""
+    """A head's output recorded in another run, (B or 1, L, Dk), to be patched in."""
 
-    def __init__(self, output: torch.Tensor, positions: list[int]):
-        self.output, self.positions = output, positions
+    def __init__(self, output: torch.Tensor):
+        self.output = output
 
-    def fitted(self, context: torch.Tensor, row: int | None) -> torch.Tensor:
-        """The recorded values for ``context`` (B, L, H*Dk) at the positions, in batch ``row`` (None: all)."""
+    def fitted(self, context: torch.Tensor, row: int | None, positions) -> torch.Tensor:
+        """The recorded values for ``context`` (B, L, H*Dk) at ``positions``, in batch ``row`` (None: all)."""
         batch, length = self.output.shape[:2]
         if length != context.shape[1] or batch not in (1, context.shape[0]):
             raise ValueError(f"expected an input of {(batch, length)} (batch, positions) like the recorded run "
                              f"(or of its positions, when that run was one row), got {tuple(context.shape[:2])}")
         if row is None:
-            return self.output[:, self.positions]
-        return self.output[0 if batch == 1 else row, self.positions]
+            return self.output[:, positions]
+        return self.output[0 if batch == 1 else row, positions]
 
 
-def _fitted(value, context: torch.Tensor, row: int | None):
+def _fitted(value, context: torch.Tensor, row: int | None, positions):
     """What replaces a head in ``context`` (B, L, H*Dk): 0, its mean (L_ref, Dk) cut to L or (Dk,), or a
-    recorded output."""
+    recorded output at ``positions``."""
     if value is None:
         return 0
     if isinstance(value, _Recorded):
-        return value.fitted(context, row).to(context.dtype)
+        return value.fitted(context, row, positions).to(context.dtype)
     length = context.shape[-2]
     if value.ndim == 2 and value.shape[0] < length:
         raise ValueError(f"expected inputs of at most {value.shape[0]} positions, the length of the reference "
@@ -187,7 +187,7 @@ def _replacing_hook(targets, positions=slice(None)):
             if row is not None and row >= context.shape[0]:
                 raise ValueError(f"expected a batch of more than {row} rows (a head is replaced in row {row}), "
                                  f"got {context.shape[0]}")
-            context[slice(None) if row is None else row, positions, columns] = _fitted(value, context, row)
+            context[slice(None) if row is None else row, positions, columns] = _fitted(value, context, row, positions)
         return (context, *inputs[1:])
     return hook
 
@@ -289,7 +289,7 @@ def patch_heads(model, heads: Iterable[tuple[int, int]], source: torch.Tensor,
     where = list(range(length)) if positions is None else list(positions)
     if any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < length for p in where):
         raise ValueError(f"expected positions as ints in [0, {length - 1}], got {positions!r}")
-    targets = _targets(model, list(heads), rows, lambda layer, head: _Recorded(source[layer, :, head], where))
+    targets = _targets(model, list(heads), rows, lambda layer, head: _Recorded(source[layer, :, head]))
     with _hooked(model, targets, where):
         yield model
 
