@@ -1,10 +1,10 @@
-"""Numbers computed in a chapter, put into its prose: ``glue(name, value)`` and ``{glue:text}`name```.
+"""Numbers computed in a chapter, put into its prose: ``glue(name, value)`` and ``{glue:text}`name:.3f```.
 
-On the website, myst-nb's ``glue`` stores a value in the cell's outputs and the book build puts its text
-wherever the prose says ``{glue:text}`name```. The students' environment (``requirements.txt``) has no
-myst-nb, so the chapters import ``glue`` from here: myst-nb's own function where myst-nb is installed,
-otherwise :func:`record`, which stores exactly the output myst-nb stores (strict nbval compares the same
-outputs in both environments; ``tests/lib/test_glue.py`` checks that they are identical).
+On the website, myst-nb's ``glue`` stores a value in the cell's outputs and the book build, which has just
+executed the chapter, puts its text wherever the prose says ``{glue:text}`name```. The students' environment
+(``requirements.txt``) has no myst-nb, so the chapters import ``glue`` from here: myst-nb's own function where
+myst-nb is installed, otherwise :func:`record`, which stores exactly the output myst-nb stores
+(``tests/lib/test_glue.py`` checks that they are identical).
 
 The output is an IPython display: the value's formatted representations (``text/plain``, and
 ``text/html``/``image/png``... where the value has them), each MIME type prefixed with
@@ -12,12 +12,8 @@ The output is an IPython display: the value's formatted representations (``text/
 ``{"scrapbook": {"name": name, "mime_prefix": prefix}}`` by which the book build and the student release
 (``course/markup.py``) find it.
 
-**A glued float carries the digits the page shows, no more** (CONTRIBUTING.md, "Numbers every CPU reproduces"):
-``glue("w", 0.9161047784667921, digits=3)`` stores ``0.916``. A float's full repr holds float noise in its last
-digits, and which noise depends on the CPU's vector instructions (torch and NumPy pick AVX2, AVX-512 or plain
-code at run time), so a stored repr is a promise only the executing machine keeps. ``glue`` refuses a float
-(Python's, NumPy's or a one-element tensor's) without ``digits``; integers, strings and other values pass as
-they are.
+A one-element float tensor or array is glued as a Python float, so that a role's format (``:.3f``) applies to
+it; the role, not the stored value, says how many digits the page shows.
 """
 
 from __future__ import annotations
@@ -46,30 +42,11 @@ def record(name: str, value: Any, display: bool = True) -> None:
     show(data, raw=True, metadata=metadata)
 
 
-def rounded(name: str, value: Any, digits: int | None) -> Any:
-    """``value`` as ``glue`` stores it: a float rounded to ``digits`` decimals (a Python float, so its repr is
-    short); anything else unchanged. A float without ``digits``, or ``digits`` given for a non-float, is refused."""
-    if digits is not None and (isinstance(digits, bool) or not isinstance(digits, int) or not 0 <= digits <= 15):
-        raise ValueError(f"glue({name!r}): digits must be an int from 0 to 15 (the decimals the page shows), "
-                         f"got {digits!r}")
-    number = _as_float(value)
-    if number is None:
-        if digits is not None:
-            raise TypeError(f"glue({name!r}): digits={digits} rounds a float, but the value is "
-                            f"{type(value).__name__} {value!r:.60}")
-        return value
-    if digits is None:
-        raise TypeError(f"glue({name!r}): a float needs digits=N, the decimals the page shows "
-                        f"(e.g. digits=2 for {{glue:text}}`{name}:.2f`); got {number!r}, whose last digits "
-                        "depend on the CPU that computed it")
-    return round(number, digits)
-
-
-def _as_float(value: Any) -> float | None:
-    """``value`` as a Python float when it is a real non-integer number (float, NumPy float, a one-element float
-    tensor or array), else ``None``."""
+def as_number(value: Any) -> Any:
+    """``value`` as ``glue`` stores it: a one-element float tensor or array (or a NumPy float) as a Python float,
+    anything else unchanged."""
     if isinstance(value, (bool, numbers.Integral)):
-        return None
+        return value
     if isinstance(value, numbers.Real):
         return float(value)
     dtype = getattr(value, "dtype", None)
@@ -79,14 +56,13 @@ def _as_float(value: Any) -> float | None:
         floating = is_float if isinstance(is_float, bool) else getattr(dtype, "kind", "") == "f"
         if count == 1 and floating:
             return float(value.item())
-    return None
+    return value
 
 
-def glue(name: str, value: Any, display: bool = True, *, digits: int | None = None) -> None:
+def glue(name: str, value: Any, display: bool = True) -> None:
     """Store ``value`` under ``name`` for ``{glue:text}`name``` in the prose: myst-nb's ``glue`` where myst-nb is
-    installed (the book's tools), :func:`record` otherwise (the students' environment). A float is stored rounded
-    to ``digits`` decimals, which it must be given (:func:`rounded`)."""
-    _store(name, rounded(name, value, digits), display)
+    installed (the book's tools), :func:`record` otherwise (the students' environment)."""
+    _store(name, as_number(value), display)
 
 
 try:
@@ -94,4 +70,4 @@ try:
 except ImportError:  # the students' environment
     _store = record
 
-__all__ = ["HIDDEN_PREFIX", "glue", "glue_output", "record", "rounded"]
+__all__ = ["HIDDEN_PREFIX", "as_number", "glue", "glue_output", "record"]

@@ -38,38 +38,28 @@ def test_chapters_get_myst_nbs_glue_where_myst_nb_is_installed():
     assert attnlib_glue._store is myst_nb.glue
 
 
-def test_glue_stores_what_myst_nb_stores_of_the_rounded_value(monkeypatch):
-    theirs = _displayed(monkeypatch, myst_glue, "ipy_display", lambda: myst_nb.glue("x", 0.92, False))
+def test_glue_stores_what_myst_nb_stores_of_the_value_as_a_float(monkeypatch):
+    theirs = _displayed(monkeypatch, myst_glue, "ipy_display", lambda: myst_nb.glue("x", 0.25, False))
     ours = _displayed(monkeypatch, myst_glue, "ipy_display",
-                      lambda: attnlib_glue.glue("x", 0.9161047784667921, display=False, digits=2))
-    assert ours == theirs, f"glue(digits=2) stores {ours}, myst-nb's glue of 0.92 {theirs}"
+                      lambda: attnlib_glue.glue("x", torch.tensor(0.25), display=False))
+    assert ours == theirs, f"glue of a tensor stores {ours}, myst-nb's glue of 0.25 {theirs}"
 
 
-FLOATS = [0.9161047784667921, np.float64(0.9161047784667921), np.float32(0.9161047784667921),
-          torch.tensor(0.9161047784667921), torch.tensor([0.9161047784667921], dtype=torch.float64),
+FLOATS = [0.9161047784667921, np.float64(0.9161047784667921), np.float32(0.5),
+          torch.tensor(0.9161047784667921, dtype=torch.float64), torch.tensor([0.5], dtype=torch.float64),
           np.array(0.9161047784667921)]
 
 
 @pytest.mark.parametrize("value", FLOATS, ids=[type(v).__name__ + str(getattr(v, "shape", "")) for v in FLOATS])
-def test_a_float_is_stored_with_the_digits_the_page_shows(value):
-    stored = attnlib_glue.rounded("w", value, digits=3)
-    assert type(stored) is float and repr(stored) == "0.916", repr(stored)
-    with pytest.raises(TypeError, match=r"needs digits=N.*\{glue:text\}`w:\.2f`"):
-        attnlib_glue.rounded("w", value, digits=None)
+def test_a_one_element_float_is_stored_as_a_python_float(value):
+    stored = attnlib_glue.as_number(value)
+    assert type(stored) is float and stored == float(np.asarray(value).item()), repr(stored)
 
 
 @pytest.mark.parametrize("value", [4096, np.int64(7), True, "1/2,981", [0.5, 0.25], torch.tensor([1.0, 2.0]),
                                    torch.tensor(3)], ids=lambda v: type(v).__name__)
-def test_other_values_pass_unchanged_and_refuse_digits(value):
-    assert attnlib_glue.rounded("n", value, digits=None) is value
-    with pytest.raises(TypeError, match="digits=2 rounds a float"):
-        attnlib_glue.rounded("n", value, digits=2)
-
-
-@pytest.mark.parametrize("digits", [-1, 16, 2.0, True, "2"])
-def test_digits_must_be_a_count_of_decimals(digits):
-    with pytest.raises(ValueError, match="digits must be an int from 0 to 15"):
-        attnlib_glue.rounded("w", 0.5, digits=digits)
+def test_other_values_pass_unchanged(value):
+    assert attnlib_glue.as_number(value) is value
 
 
 def test_glue_output_of_a_hidden_number_is_its_text():
