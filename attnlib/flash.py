@@ -14,6 +14,7 @@ It is not a fused GPU kernel (no Triton or CUDA code): the tiles are ordinary to
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import torch
@@ -131,17 +132,13 @@ def _query_block(q_blk, key, value, mask, q0: int, q1: int, is_causal: bool, blo
     return finish(state)
 
 
-@checked(check_flash_args)
-def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    attn_mask: torch.Tensor | None = None, *, is_causal: bool = False, scale: float | None = None,
-                    block_size: int = DEFAULT_BLOCK_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exact ``softmax(Q Kᵀ · scale + mask) V`` tile by tile; returns ``(output (..., Lq, Dv), lse (..., Lq))``.
+def tiled_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                  is_causal: bool = False, scale: float | None = None,
+                  block_size: int = DEFAULT_BLOCK_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward pass, query block by query block: ``(output (..., Lq, Dv), lse (..., Lq))``.
 
-    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); ``attn_mask``, ``is_causal`` and ``scale``
-    as in ``attnlib.scaled_dot_product_attention``. Tiles are ``block_size`` queries by ``block_size`` keys.
-    ``lse`` is each query's log-sum-exp of its scaled, masked scores (``-inf`` for a fully masked
-    query, whose output is zero). Output keeps the input dtype; half-precision inputs are computed
-    in float32 and their ``lse`` is float32.
+    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv) and the options as in ``flash_attention``
+    (which checks them); the leading dims broadcast.
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     dtype = query.dtype
@@ -157,6 +154,161 @@ def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         output[..., q0:q1, :], lse[..., q0:q1] = _query_block(
             query[..., q0:q1, :], key, value, mask, q0, q1, is_causal, block_size, batch)
     return output.to(dtype), lse
+
+
+def tile_grads(probs: torch.Tensor, delta: torch.Tensor, q_blk: torch.Tensor, k_blk: torch.Tensor,
+               v_blk: torch.Tensor, do_blk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One tile's share of the gradients: ``(dQ (..., Bq, Dk), dK (..., Bk, Dk), dV (..., Bk, Dv))``.
+
+    ``probs`` (..., Bq, Bk) are the tile's weights P = exp(S - lse), ``delta`` (..., Bq) is rowsum(dO ∘ O);
+    q_blk (..., Bq, Dk) is the scaled query, k_blk (..., Bk, Dk), v_blk (..., Bk, Dv), do_blk (..., Bq, Dv).
+    The dQ returned is with respect to the scaled query (multiply by ``scale``).
+    """
+    dv = probs.transpose(-2, -1) @ do_blk  # dV = Pᵀ dO: (..., Bk, Bq) @ (..., Bq, Dv) -> (..., Bk, Dv)
+    dp = do_blk @ v_blk.transpose(-2, -1)  # dP = dO Vᵀ: (..., Bq, Dv) @ (..., Dv, Bk) -> (..., Bq, Bk)
+    ds = probs * (dp - delta[..., None])  # dS = P ∘ (dP − rowsum(dO ∘ O)), the softmax's backward
+    return ds @ k_blk, ds.transpose(-2, -1) @ q_blk, dv  # dQ = dS K, dK = dSᵀ Q
+
+
+def _key_block_grads(saved: tuple, grads: tuple, k0: int, k1: int, is_causal: bool, block_size: int) -> None:
+    """Add the gradients of the keys [k0, k1) to dK, dV and of every query that sees them to dQ (in place).
+
+    ``saved`` = (query (..., Lq, Dk) scaled, key (..., Lk, Dk), value (..., Lk, Dv), dO (..., Lq, Dv),
+    lse (..., Lq), delta (..., Lq), mask (..., Lq, Lk) or None); ``grads`` = (dQ, dK, dV) of their shapes.
+    """
+    query, key, value, grad_out, lse, delta, mask = saved
+    dq, dk, dv = grads
+    k_blk, v_blk = key[..., k0:k1, :], value[..., k0:k1, :]
+    for q0, q1 in _bounds(query.shape[-2], block_size):
+        kind = tile_kind(q0, q1, k0, k1, is_causal)
+        if kind == SKIPPED:
+            continue
+        scores = query[..., q0:q1, :] @ k_blk.transpose(-2, -1)  # (..., Bq, Dk) @ (..., Dk, Bk) -> (..., Bq, Bk)
+        scores = _mask_tile(scores, mask, q0, q1, k0, k1, kind)
+        probs = torch.exp(scores - lse[..., q0:q1, None])  # the forward's weights, recomputed from one number a row
+        tile = tile_grads(probs, delta[..., q0:q1], query[..., q0:q1, :], k_blk, v_blk, grad_out[..., q0:q1, :])
+        dq[..., q0:q1, :] += tile[0]
+        dk[..., k0:k1, :] += tile[1]
+        dv[..., k0:k1, :] += tile[2]
+
+
+def tiled_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                   output: torch.Tensor, lse: torch.Tensor, grad_lse: torch.Tensor | None = None,
+                   attn_mask: torch.Tensor | None = None, is_causal: bool = False, scale: float | None = None,
+                   block_size: int = DEFAULT_BLOCK_SIZE) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward pass, key block by key block: ``(dQ (..., Lq, Dk), dK (..., Lk, Dk), dV (..., Lk, Dv))``.
+
+    grad_out (..., Lq, Dv) is dL/d(output); query, key, value, output (..., Lq, Dv) and lse (..., Lq) are
+    what the forward saved; ``grad_lse`` (..., Lq) is dL/d(lse) or None. The gradients have the broadcast
+    leading dims of the forward and its working dtype (float32 for half inputs). No (Lq, Lk) matrix is made:
+    each tile's weights are recomputed as exp(S - lse).
+    """
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    work = torch.float32 if query.dtype in _HALF else query.dtype
+    query, key, value = query.to(work) * scale, key.to(work), value.to(work)
+    grad_out = grad_out.to(work)
+    delta = (grad_out * output.to(work)).sum(dim=-1)  # (..., Lq): rowsum(dO ∘ O) = Σ_j P_ij dP_ij
+    if grad_lse is not None:
+        delta = delta - grad_lse.to(work)  # ∂lse/∂s_ij = P_ij: lse's own gradient joins dS through delta
+    lse = lse.to(work)
+    lse = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))  # a fully masked row: exp(-inf - 0) = 0
+    lq, lk = query.shape[-2], key.shape[-2]
+    mask = _expand_mask(attn_mask, lq, lk)
+    batch = delta.shape[:-1]
+    grads = (query.new_zeros((*batch, lq, query.shape[-1])), query.new_zeros((*batch, lk, key.shape[-1])),
+             query.new_zeros((*batch, lk, value.shape[-1])))
+    saved = (query, key, value, grad_out, lse, delta, mask)
+    for k0, k1 in _bounds(lk, block_size):  # FlashAttention-2's order: one key block (a GPU program) at a time
+        _key_block_grads(saved, grads, k0, k1, is_causal, block_size)
+    return grads[0] * scale, grads[1], grads[2]  # dQ: the scores were taken with the scaled query
+
+
+def _grouped(query, key, value, attn_mask):
+    """Views for grouped-query attention: query (..., Hkv, G, Lq, Dk), key and value (..., Hkv, 1, Lk, D).
+
+    Returns (query, key, value, mask, G); G = 1 and the inputs unchanged when no grouping is needed
+    (key and value have the query's heads, one head, or no head dim).
+    """
+    if min(query.ndim, key.ndim) < 3 or key.shape[-3] in (1, query.shape[-3]):
+        return query, key, value, attn_mask, 1
+    hkv = key.shape[-3]
+    groups = query.shape[-3] // hkv
+    query = query.unflatten(-3, (hkv, groups))
+    key, value = key.unsqueeze(-3), value.unsqueeze(-3)
+    if attn_mask is not None:
+        mask = attn_mask.reshape((1,) * max(0, 3 - attn_mask.ndim) + tuple(attn_mask.shape))
+        attn_mask = mask.unsqueeze(-3) if mask.shape[-3] == 1 else mask.unflatten(-3, (hkv, groups))
+    return query, key, value, attn_mask, groups
+
+
+class FlashAttention(torch.autograd.Function):
+    """Tiled attention as an autograd Function: ``FlashAttention.apply(query, key, value, is_causal)``.
+
+    query (..., Hq, Lq, Dk), key (..., Hkv, Lk, Dk), value (..., Hkv, Lk, Dv) -> ``(output (..., Lq, Dv),
+    lse (..., Lq))``; optional further arguments ``scale``, ``attn_mask`` (no gradient) and ``block_size``.
+    Leading dims broadcast; key and value may have fewer heads than the query, a divisor of Hq (grouped-query
+    attention, each key/value head serving Hq/Hkv query heads). The forward saves only the inputs, the output
+    and the log-sum-exp; the backward recomputes each tile's weights from it. Both outputs are differentiable.
+    No input checks: ``flash_attention`` is the checked entry.
+    """
+
+    @staticmethod
+    def forward(ctx, query, key, value, is_causal=False, scale=None, attn_mask=None, block_size=DEFAULT_BLOCK_SIZE):
+        """Tile by tile (``tiled_forward``) on grouped views; saves q, k, v, the output and the lse."""
+        q, k, v, mask, groups = _grouped(query, key, value, attn_mask)
+        output, lse = tiled_forward(q, k, v, mask, is_causal, scale, block_size)
+        if groups > 1:
+            output, lse = output.flatten(-4, -3), lse.flatten(-3, -2)  # (..., Hkv, G, ...) -> (..., Hq, ...)
+        ctx.save_for_backward(query, key, value, output, lse, attn_mask)
+        ctx.options = (is_causal, scale, block_size)
+        ctx.set_materialize_grads(False)
+        return output, lse
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_lse):
+        """``tiled_backward`` on the same views, each gradient summed back to its input's shape and dtype."""
+        query, key, value, output, lse, attn_mask = ctx.saved_tensors
+        if grad_out is None:
+            grad_out = torch.zeros_like(output)
+        q, k, v, mask, groups = _grouped(query, key, value, attn_mask)
+        if groups > 1:
+            grad_out, output = (t.unflatten(-3, q.shape[-4:-2]) for t in (grad_out, output))
+            lse = lse.unflatten(-2, q.shape[-4:-2])
+            grad_lse = None if grad_lse is None else grad_lse.unflatten(-2, q.shape[-4:-2])
+        dq, dk, dv = tiled_backward(grad_out, q, k, v, output, lse, grad_lse, mask, *ctx.options)
+        grads = [g.sum_to_size(t.shape).reshape(x.shape).to(x.dtype)
+                 for g, t, x in ((dq, q, query), (dk, k, key), (dv, v, value))]
+        return (*grads, None, None, None, None)
+
+
+@checked(check_flash_args)
+def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                    attn_mask: torch.Tensor | None = None, *, is_causal: bool = False, scale: float | None = None,
+                    block_size: int = DEFAULT_BLOCK_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact ``softmax(Q Kᵀ · scale + mask) V`` tile by tile; returns ``(output (..., Lq, Dv), lse (..., Lq))``.
+
+    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); ``attn_mask``, ``is_causal`` and ``scale``
+    as in ``attnlib.scaled_dot_product_attention``. Tiles are ``block_size`` queries by ``block_size`` keys.
+    ``lse`` is each query's log-sum-exp of its scaled, masked scores (``-inf`` for a fully masked
+    query, whose output is zero). Output keeps the input dtype; half-precision inputs are computed
+    in float32 and their ``lse`` is float32. Differentiable (``FlashAttention``): the backward pass is
+    tiled too. On CUDA with Triton installed and no ``attn_mask``, the fused kernel of
+    ``attnlib.flash_triton`` computes it (with its own tile sizes; ``block_size`` is then unused).
+    """
+    if attn_mask is None and _fused_kernel_takes(query, key, value):
+        from attnlib import flash_triton  # noqa: PLC0415 - Triton is optional and slow to import
+
+        return flash_triton.FlashAttention.apply(query, key, value, is_causal, scale)
+    return FlashAttention.apply(query, key, value, is_causal, scale, attn_mask, block_size)
+
+
+def _fused_kernel_takes(query, key, value) -> bool:
+    """Whether the inputs go to the Triton kernel: CUDA tensors of one batch shape, 16- or 32-bit, Triton present."""
+    if query.device.type != "cuda" or query.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        return False
+    if query.shape[:-2] != key.shape[:-2] or key.shape[:-2] != value.shape[:-2]:
+        return False
+    return importlib.util.find_spec("triton") is not None
 
 
 def _row_indices(rows, lq: int, device) -> torch.Tensor:
