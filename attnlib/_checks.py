@@ -22,23 +22,27 @@ import numpy as np
 import torch
 
 
-def checked(check: Callable, **options) -> Callable:
+def checked(check: Callable, *, require: Callable | None = None, **options) -> Callable:
     """Decorator: the step below it, validated by ``check`` first; ``step.unchecked`` is the step alone.
 
-    The public function binds a call's arguments to the step's signature (defaults included) and passes
-    those the check names, by name, with ``options`` (e.g. ``require=require_array``); a method's check
-    takes the instance as its first parameter. The public function keeps the step's name, docstring and
-    signature, so ``inspect.getsource`` shows the step with this decorator above it.
+    The public function binds a call's arguments to the step's signature (defaults included) and passes each
+    parameter of ``check`` the step's argument of the same name (a method's check gets the instance as its first
+    parameter) or the option of that name. ``require`` is the kind of array the step takes, for a check with a
+    ``require`` parameter: torch tensors unless ``require=require_array`` (the NumPy twins). A parameter of
+    ``check`` that none of these feeds is refused when the step is defined, never left at its default. The public
+    function keeps the step's name, docstring and signature, so ``inspect.getsource`` shows the step with this
+    decorator above it.
     """
     def attach(step: Callable) -> Callable:
         signature = inspect.signature(step)
-        names = _check_names(check, signature, options)
+        settings = _settings(check, step, require, options)
+        feeds = _feeds(check, step, settings)
 
         @functools.wraps(step)
         def public(*args, **kwargs):
             arguments = signature.bind(*args, **kwargs)
             arguments.apply_defaults()
-            check(**{name: arguments.arguments[source] for name, source in names.items()}, **options)
+            check(**{name: arguments.arguments[source] for name, source in feeds.items()}, **settings)
             return step(*args, **kwargs)
 
         public.unchecked = step
@@ -47,21 +51,38 @@ def checked(check: Callable, **options) -> Callable:
     return attach
 
 
-def _check_names(check: Callable, signature: inspect.Signature, options: dict) -> dict[str, str]:
-    """{check's parameter: the step's parameter it receives}; every required parameter of the check must be fed."""
-    params = list(inspect.signature(check).parameters.values())
-    step = list(signature.parameters)
-    names = {p.name: p.name for p in params if p.name in signature.parameters}
-    if step[:1] == ["self"] and params and params[0].name not in names:  # a method: the check gets the instance
-        names[params[0].name] = "self"
-    if any(p.kind is p.VAR_KEYWORD for p in params):  # a check of named values (**named) gets every argument
-        names |= {name: name for name in step if name != "self"}
-    starved = [p.name for p in params if p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD
-               and p.name not in names and p.name not in options]
-    if starved:
-        raise TypeError(f"expected the step to have the parameters {starved} its check {check.__name__} needs, "
-                        f"got {step}")
-    return names
+def _settings(check: Callable, step: Callable, require: Callable | None, options: dict) -> dict:
+    """The options ``check`` gets from ``checked``, ``require`` among them when ``check`` takes it."""
+    params = inspect.signature(check).parameters
+    if "require" in params:
+        return {**options, "require": require_tensor if require is None else require}
+    if require is not None:
+        raise TypeError(f"expected a check with a require parameter for {step.__qualname__}'s require=, "
+                        f"got {check.__name__}{inspect.signature(check)}")
+    return options
+
+
+def _feeds(check: Callable, step: Callable, settings: dict) -> dict[str, str]:
+    """{check's parameter: the step's parameter that feeds it}; every other parameter of the check is a setting."""
+    params = inspect.signature(check).parameters
+    names = list(inspect.signature(step).parameters)
+    feeds = {name: name for name in params if name in names}
+    first = next(iter(params), None)
+    if names[:1] == ["self"] and first is not None and first not in feeds:  # a method: the check gets the instance
+        feeds[first] = "self"
+    named = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    if named:  # a check of named values (**named) gets every argument
+        feeds |= {name: name for name in names if name != "self"}
+    unfed = [name for name, p in params.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+             and name not in feeds and name not in settings]
+    twice = [name for name in settings if name in feeds or not (named or name in params)]
+    if unfed or twice:
+        raise TypeError(f"expected each parameter of {check.__name__} fed once, by a parameter of "
+                        f"{step.__qualname__}{inspect.signature(step)} or by an option of checked, got "
+                        + "; ".join([f"{unfed} fed by neither"] * bool(unfed)
+                                    + [f"options {twice} that are a parameter of the step or none of the check"]
+                                    * bool(twice)))
+    return feeds
 
 
 def _kind(x) -> str:
@@ -207,8 +228,16 @@ def check_weighted_sum_args(weights, value, require=require_tensor) -> None:
     batch_shape(weights.shape[:-2], value.shape[:-2])
 
 
-def check_projection_args(x, weight, bias, require=require_tensor, weight_name: str = "weight") -> None:
-    """The inputs of ``x @ weight + bias``: x (..., L, D), weight (D, Dk), bias None or (Dk,), one dtype."""
+def check_projection_args(x, weight, bias, require=require_tensor) -> None:
+    """project's inputs: x (..., L, D), weight (D, Dk) of x's dtype and device, bias None or (Dk,)."""
+    require_projection(x, weight, bias, require)
+
+
+def require_projection(x, weight, bias, require=require_tensor, weight_name: str = "weight") -> None:
+    """The inputs of ``x @ weight + bias``: x (..., L, D), weight (D, Dk), bias None or (Dk,), one dtype.
+
+    ``weight_name`` names the weight in messages; a module's name says x must suit its weights, not the reverse.
+    """
     require_float_tensor("x", x, 1, "(..., L, D)", require=require)
     require_float_tensor(weight_name, weight, 2, "(D, Dk)", max_rank=2, require=require)
     if weight_name == "weight":  # a plain call: the weight must suit x
@@ -414,7 +443,7 @@ def check_sliding_window_args(lq, lk, window, device=None) -> None:
     check_causal_mask_args(lq, lk, device, "lower_right")
 
 
-def check_padding_mask_args(lengths, length, convert=torch.as_tensor) -> None:
+def check_padding_mask_args(lengths, length, convert) -> None:
     """A padding mask's arguments: L > 0 and B lengths in [0, L] that ``convert`` makes a 1-D integer array."""
     require_positive_int("L", length)
     try:

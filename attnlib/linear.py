@@ -29,10 +29,16 @@ from attnlib._checks import (
     check_weight_bound_args,
     checked,
     require_float_tensor,
+    require_tensor,
 )
 
 
-@checked(require_float_tensor, name="x", min_rank=1, layout="(..., Dk)")
+def check_feature_map_input(x, require=require_tensor) -> None:
+    """elu_feature_map's input: a float tensor x (..., Dk)."""
+    require_float_tensor("x", x, 1, "(..., Dk)", require=require)
+
+
+@checked(check_feature_map_input)
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     """φ(x) = elu(x) + 1, applied to each entry of x (..., L, Dk): positive, so every weight is > 0."""
     return F.elu(x) + 1

@@ -62,7 +62,7 @@ def softmax(x: np.ndarray, dim: int = -1, temperature: float = 1.0) -> np.ndarra
     return (exps / np.where(total > 0, total, 1.0)).astype(x.dtype)
 
 
-@checked(check_causal_mask_args)
+@checked(check_causal_mask_args, device=None)
 def causal_mask(lq: int, lk: int | None = None, align: str = "upper_left") -> np.ndarray:
     """Boolean (Lq, Lk) mask, True on and below the diagonal; ``align="lower_right"`` ends it at the last key."""
     lk = lq if lk is None else lk

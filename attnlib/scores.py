@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlib._checks import check_projection_args, check_scores_args, checked, require_positive_ints
+from attnlib._checks import check_projection_args, check_scores_args, checked, require_positive_ints, require_projection
 
 
 @checked(check_projection_args)
@@ -49,6 +49,6 @@ class QKVProjection(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(..., L, D) -> Q (..., L, Dk), K (..., L, Dk), V (..., L, Dv)."""
         # W_K and W_V share W_Q's D, dtype and device: checking x against W_Q checks it against all three
-        check_projection_args(x, self.w_q, self.b_q, weight_name="the module's weights")
+        require_projection(x, self.w_q, self.b_q, weight_name="the module's weights")
         return (project.unchecked(x, self.w_q, bias=self.b_q), project.unchecked(x, self.w_k, bias=self.b_k),
                 project.unchecked(x, self.w_v, bias=self.b_v))

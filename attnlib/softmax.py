@@ -71,7 +71,7 @@ def causal_mask(lq: int, lk: int | None = None, device=None, align: str = "upper
     return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal=offset)
 
 
-@checked(check_padding_mask_args)
+@checked(check_padding_mask_args, convert=torch.as_tensor)
 def padding_mask(lengths, length: int) -> torch.Tensor:
     """Boolean (B, 1, 1, L) mask, True for the first ``lengths[b]`` keys of sequence b.
 

@@ -1,14 +1,18 @@
-"""Validate once: a public call makes exactly one call into ``attnlib._checks``, then computes unchecked.
+"""Validate once: a public call enters validation exactly once, then computes unchecked.
 
-A profiler records every entry into ``attnlib/_checks.py`` from code outside it: the call of a check function
-or of a step's public function made by ``@checked`` (whose wrapper lives in ``_checks``). Whatever runs inside
-``_checks`` is part of that one entry; a second entry (e.g. an unchecked path that calls a public step) is a
-second validation. The tensors of an entry are the arrays among its arguments, ``*args`` and ``**kwargs``.
+Validation is the code of ``attnlib/_checks.py`` (the shared helpers and the wrapper ``@checked`` puts around a
+step) and each step's contract, a function of an attnlib module named ``check_...`` or ``require_...`` (private:
+``_check_...``). A profiler records every entry into validation from code outside it: the call of a contract or of
+a step's public function made by ``@checked``. Whatever runs inside validation is part of that one entry; a second
+entry (e.g. an unchecked path that calls a public step) is a second validation. The tensors of an entry are the
+arrays among its arguments, ``*args`` and ``**kwargs``.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +23,24 @@ from attnlib import _checks, linear, numpy_ops
 from attnlib.flash import flash_attention
 
 CHECKS_FILE = _checks.__file__
+ATTNLIB_DIR = str(Path(attnlib.__file__).parent)
+CONTRACT = re.compile(r"_?(check|require)_")
+
+
+def _validates(code) -> bool:
+    """True for the code of _checks.py and of a contract (check_... or require_...) in an attnlib module."""
+    return code.co_filename == CHECKS_FILE or (code.co_filename.startswith(ATTNLIB_DIR)
+                                               and CONTRACT.match(code.co_name) is not None)
+
+
+def _inside_validation(frame) -> bool:
+    """True when a caller of ``frame``, however far up, is validation code."""
+    caller = frame.f_back
+    while caller is not None:
+        if _validates(caller.f_code):
+            return True
+        caller = caller.f_back
+    return False
 
 
 def _arrays(frame) -> list:
@@ -37,14 +59,13 @@ def _arrays(frame) -> list:
 
 
 class Entries:
-    """The entries into attnlib._checks from outside it while recording: (function name, its arrays)."""
+    """The entries into validation from outside it while recording: (function name, its arrays)."""
 
     def __init__(self):
         self.calls: list[tuple[str, list]] = []
 
     def profile(self, frame, event, arg):
-        if event == "call" and frame.f_code.co_filename == CHECKS_FILE \
-                and frame.f_back is not None and frame.f_back.f_code.co_filename != CHECKS_FILE:
+        if event == "call" and _validates(frame.f_code) and not _inside_validation(frame):
             self.calls.append((frame.f_code.co_name, _arrays(frame)))
 
     def record(self, call):
@@ -82,6 +103,15 @@ def test_the_profiler_sees_a_check(entries):
     entries.record(lambda: attnlib.dot_product_scores(q, k))
     assert [name for name, _ in entries.calls] == ["public"]
     assert entries.calls[0][1][0] is q and entries.calls[0][1][1] is k
+
+
+def test_a_contract_called_by_a_method_is_one_entry_with_its_helpers_inside(entries):
+    """QKVProjection.forward calls its contract itself, which calls the shared helpers: one entry."""
+    torch.manual_seed(0)
+    layer = attnlib.QKVProjection(8, 4)
+    x = torch.randn(5, 8)
+    entries.record(lambda: layer(x))
+    assert len(entries.calls) == 1 and entries.calls[0][1][0] is x
 
 
 def test_a_second_validation_is_counted(entries):
@@ -158,3 +188,49 @@ def test_linear_attention_checks_each_tensor_once(entries):
              (lambda: linear.max_weight_bound(key), {"key": key})]
     for call, tensors in calls:
         _checked_once(entries, call, **tensors)
+
+
+# --- checked: every parameter of a check is fed, by the step or by an option, never left at its default --------
+
+def _check_with_block(query, block_size=128) -> None:
+    if block_size <= 0:
+        raise ValueError(f"expected block_size > 0, got {block_size}")
+
+
+def test_a_check_parameter_the_step_lacks_is_refused_when_the_step_is_defined():
+    with pytest.raises(TypeError, match=r"\['block_size'\] fed by neither") as info:
+        @_checks.checked(_check_with_block)
+        def step(query):  # no block_size: the check would always see its default 128
+            return query
+    assert "step(query)" in str(info.value)  # the step's signature, as it came
+
+
+def test_an_option_feeds_it_and_a_step_parameter_feeds_it():
+    @_checks.checked(_check_with_block, block_size=4)
+    def fixed(query):
+        return query
+
+    @_checks.checked(_check_with_block)
+    def step(query, block_size=128):
+        return query
+
+    assert fixed(1) == 1 and step(1, block_size=2) == 1
+    with pytest.raises(ValueError, match="got -1"):
+        step(1, block_size=-1)
+
+
+def test_an_option_the_check_lacks_or_the_step_has_is_refused():
+    with pytest.raises(TypeError, match=r"options \['size'\]"):
+        _checks.checked(_check_with_block, size=4)(lambda query, block_size=1: query)
+    with pytest.raises(TypeError, match=r"options \['block_size'\]"):
+        _checks.checked(_check_with_block, block_size=4)(lambda query, block_size=1: query)
+    with pytest.raises(TypeError, match="require parameter"):
+        _checks.checked(_check_with_block, require=_checks.require_array)(lambda query, block_size=1: query)
+
+
+def test_require_is_the_kind_of_array_the_step_takes():
+    torch_softmax, numpy_softmax = attnlib.softmax, numpy_ops.softmax
+    with pytest.raises(TypeError, match="expected x to be a torch.Tensor"):
+        torch_softmax(np.zeros(3))
+    with pytest.raises(TypeError, match="expected x to be a numpy.ndarray"):
+        numpy_softmax(torch.zeros(3))
