@@ -16,7 +16,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 # command=Debian package: npm for the site's vendored libraries, Chromium for the browser tests
 BOOK_PACKAGES := ensurepip=python3-venv npm=npm node=nodejs
-# bubblewrap (and prlimit) for the sandbox every autograde runs student code in (course/sandbox.py)
+# bubblewrap (and prlimit) for the sandbox every autograde runs student code in (attncourse/sandbox.py)
 COURSE_PACKAGES := bwrap=bubblewrap prlimit=util-linux
 TEST_PACKAGES := $(BOOK_PACKAGES) $(COURSE_PACKAGES) chromium=chromium chromedriver=chromium-driver \
 	pdftotext=poppler-utils
@@ -113,43 +113,43 @@ lab: $(STAMP)
 	mkdir -p $(LAB_DIR) && cp -u course/release/*.ipynb $(LAB_DIR)/
 	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# Course material with nbgrader (course/, book/instructors.md), in the course directory $(COURSE), which every
+# Course material with nbgrader (attncourse/, book/instructors.md), in the course directory $(COURSE), which every
 # command updates and none deletes: student releases, autograding of new or changed submissions (a folder laid
 # out as <student>/<assignment>/<notebook>.ipynb, or the course's own submitted/), feedback, the grade sheet.
 student: $(STAMP)
-	$(PY) -m course --course "$(COURSE)" student
-	$(PY) -m course --course "$(COURSE)" publish
+	$(PY) -m attncourse --course "$(COURSE)" student
+	$(PY) -m attncourse --course "$(COURSE)" publish
 
 # JOBS=N grades N submissions at once (default: the cores); DASK=local or DASK=tcp://host:8786 grades on Dask.
 autograde: $(STAMP) | course-packages
-	$(PY) -m course --course "$(COURSE)" autograde $(if $(SUBMISSIONS),"$(SUBMISSIONS)") $(if $(JOBS),--jobs $(JOBS)) $(if $(DASK),--dask "$(DASK)")
+	$(PY) -m attncourse --course "$(COURSE)" autograde $(if $(SUBMISSIONS),"$(SUBMISSIONS)") $(if $(JOBS),--jobs $(JOBS)) $(if $(DASK),--dask "$(DASK)")
 
 # make regrade ASSIGNMENT=03_softmax (after fixing a test; autograde also notices a changed assignment by itself),
 # make roster FILE=students.csv (the class list: an id column), make due ASSIGNMENT=03_softmax DUE="2026-12-01 17:00 UTC".
 regrade: $(STAMP) | course-packages
-	$(PY) -m course --course "$(COURSE)" regrade "$(ASSIGNMENT)" $(if $(JOBS),--jobs $(JOBS)) $(if $(DASK),--dask "$(DASK)")
+	$(PY) -m attncourse --course "$(COURSE)" regrade "$(ASSIGNMENT)" $(if $(JOBS),--jobs $(JOBS)) $(if $(DASK),--dask "$(DASK)")
 
 roster: $(STAMP)
-	$(PY) -m course --course "$(COURSE)" roster "$(FILE)"
+	$(PY) -m attncourse --course "$(COURSE)" roster "$(FILE)"
 
 due: $(STAMP)
-	$(PY) -m course --course "$(COURSE)" due "$(ASSIGNMENT)" "$(DUE)"
+	$(PY) -m attncourse --course "$(COURSE)" due "$(ASSIGNMENT)" "$(DUE)"
 
 # make import-zip ZIP=downloads.zip ASSIGNMENT=03_softmax: an LMS's download into submitted/ (then make autograde).
 import-zip: $(STAMP)
-	$(PY) -m course --course "$(COURSE)" import-zip "$(ZIP)" "$(ASSIGNMENT)"
+	$(PY) -m attncourse --course "$(COURSE)" import-zip "$(ZIP)" "$(ASSIGNMENT)"
 
 # Held back while written answers wait for a grader; FORCE=1 sends them as they are.
 feedback: $(STAMP)
-	$(PY) -m course --course "$(COURSE)" feedback $(if $(FORCE),--force)
+	$(PY) -m attncourse --course "$(COURSE)" feedback $(if $(FORCE),--force)
 
 # Notebooks per minute grading a synthetic class with 1 and JOBS workers and a Dask LocalCluster (same grades
 # required); GRADE_BENCH_ARGS="--students 16 --chapter 03_softmax --no-dask".
 grade-bench: $(STAMP) | course-packages
-	$(PY) -m course bench $(if $(JOBS),--jobs $(JOBS)) $(GRADE_BENCH_ARGS)
+	$(PY) -m attncourse bench $(if $(JOBS),--jobs $(JOBS)) $(GRADE_BENCH_ARGS)
 
 grades: $(STAMP)
-	$(PY) -m course --course "$(COURSE)" grades
+	$(PY) -m attncourse --course "$(COURSE)" grades
 
 # Time and peak memory of attnlib's attention paths vs torch SDPA (CPU, and CUDA when present).
 # Options: make bench BENCH_ARGS="--quick" or BENCH_ARGS="--lengths 512 1024 --batch 4 --heads 8".

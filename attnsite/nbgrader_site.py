@@ -29,8 +29,8 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from course.exercise_cells import BEGIN_HIDDEN, BEGIN_SOLUTION, marked_lines, nbgrader
-from course.publish import RELEASE_DIR as RELEASE
+from attncourse.exercise_cells import BEGIN_HIDDEN, BEGIN_SOLUTION, marked_lines, nbgrader
+from attncourse.publish import RELEASE_DIR as RELEASE
 
 EDITIONS = ("student", "instructor")
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")  # what nbgrader's release puts in place

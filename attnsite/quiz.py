@@ -24,8 +24,8 @@ from myst_nb.ext.glue.utils import retrieve_glue_data
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-from course.markup import format_glued
-from course.quiz import LETTERS, Quiz, QuizError, number_key, parse, tolerance_of
+from attncourse.markup import format_glued
+from attncourse.quick_checks import LETTERS, Quiz, QuizError, number_key, parse, tolerance_of
 
 from . import site_assets
 from .site_assets import STATIC_DIR

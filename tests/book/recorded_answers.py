@@ -17,7 +17,7 @@ class RecordedAnswers(pytest.Item):
     """``<chapter>.ipynb::recorded answers``: runs after the chapter's last cell, in its nbval kernel."""
 
     def runtest(self):
-        from course import variants  # noqa: PLC0415
+        from attncourse import variants  # noqa: PLC0415
 
         stem = self.path.stem
         nb = nbformat.read(self.path, as_version=4)
@@ -56,7 +56,7 @@ def pytest_collection_modifyitems(items):
     """After the last collected cell of each chapter with autograded exercises, its recorded-answers item."""
     from nbval.plugin import IPyNbFile  # noqa: PLC0415
 
-    from course.exercise_cells import autograded_points  # noqa: PLC0415
+    from attncourse.exercise_cells import autograded_points  # noqa: PLC0415
 
     last = {}
     for index, item in enumerate(items):

@@ -5,7 +5,7 @@ What each group executes (the rest reads files):
 * format, markup, leak and edition checks: no kernel. ``release`` runs nbgrader ``generate_assignment``
   on every chapter once (no execution) into a throw-away course directory.
 * recorded answers (``course/answers/<stem>.py``: wrong, shortcut, alternative): graded by
-  ``book/<stem>.ipynb::recorded answers`` (course/variants.py, added by the root conftest.py) in the kernel
+  ``book/<stem>.ipynb::recorded answers`` (attncourse/variants.py, added by the root conftest.py) in the kernel
   strict nbval has just run the chapter in, no execution of its own: each answer and the reference, each
   followed by the exercise's visible test (as released) and its full test, scored by nbgrader's own
   ``determine_grade``: the guarantee one nbgrader autograde per variant would give (same cells, same
@@ -40,12 +40,12 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
-from attnsite import nbgrader_site
-from course import site, variants
-from course.__main__ import main as course_main
-from course.checks import count_problems, notebook_problems
-from course.collect import scan
-from course.exercise_cells import (
+from attncourse import repository, variants
+from attncourse.__main__ import main as course_main
+from attncourse.collect import scan
+from attncourse.conformance import count_problems, notebook_problems
+from attncourse.coursedir import GRADER_NOTES_TAG, Course
+from attncourse.exercise_cells import (
     BEGIN_HIDDEN,
     BEGIN_SOLUTION,
     END_HIDDEN,
@@ -56,10 +56,10 @@ from course.exercise_cells import (
     nbgrader,
     solution_lines,
 )
-from course.layout import GRADER_NOTES_TAG, Course
-from course.markup import Bibliography, equation_numbers, student_notebook
-from course.publish import RELEASE_DIR
-from course.release import assignments
+from attncourse.markup import Bibliography, equation_numbers, student_notebook
+from attncourse.publish import RELEASE_DIR
+from attncourse.release import assignments
+from attnsite import nbgrader_site
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
@@ -77,7 +77,7 @@ def read(path: Path):
 
 
 def course(*args, book: Path = BOOK) -> int:
-    """``python -m course --book <book> ...`` in this process (the Makefile runs the same ``main``)."""
+    """``python -m attncourse --book <book> ...`` in this process (the Makefile runs the same ``main``)."""
     return course_main(["--book", str(book), *map(str, args)])
 
 
@@ -190,7 +190,7 @@ def test_leak_check_sees_the_solutions_in_the_source(path):
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory) -> Path:
-    """A course directory after ``python -m course student`` (generate_assignment, no execution)."""
+    """A course directory after ``python -m attncourse student`` (generate_assignment, no execution)."""
     root = tmp_path_factory.mktemp("course-release")
     assert course("--course", root, "student") == 0
     return root
@@ -274,7 +274,7 @@ def test_committed_student_notebooks_are_up_to_date(release):
             f"course/release/{stem}.ipynb is out of date: run `make student` and commit it")
 
 
-# --- fair grading: recorded answers (course/answers/<stem>.py, course/variants.py) -----------------------
+# --- fair grading: recorded answers (course/answers/<stem>.py, attncourse/variants.py) -----------------------
 #
 # Each autograded chapter's recorded answers are graded by `book/<stem>.ipynb::recorded answers`, an item
 # the root conftest.py adds after the chapter's cells under strict nbval, in the kernel that ran the chapter
@@ -643,7 +643,7 @@ def test_a_second_command_on_the_course_is_refused(tmp_path, capsys):
         assert course("--course", root, "autograde") == 2
         assert course("--course", root, "grades") == 2
     err = capsys.readouterr().err
-    assert f"{root} is in use by python -m course (pid {os.getpid()}" in err and "wait until it has finished" in err
+    assert f"{root} is in use by python -m attncourse (pid {os.getpid()}" in err and "wait until it has finished" in err
 
 
 def test_lms_zip_is_collected_with_nbgrader_zip_collect(tmp_path, capsys):
@@ -673,29 +673,30 @@ def test_scan_normalises_only_unambiguous_names(tmp_path):
 # --- the hidden setup cell that installs attnlib on Colab ---------------------------------------
 
 def setup_cell(stem: str):
-    return site.setup_cell(read(BOOK / f"{stem}.ipynb"))  # the first code cell, hidden, or an error
+    return repository.setup_cell(read(BOOK / f"{stem}.ipynb"))  # the first code cell, hidden, or an error
 
 
 @pytest.mark.parametrize("stem", STEMS)
 def test_setup_cell_is_the_one_course_site_writes(stem):
-    """The cell's text has one home, course/site.py's setup_source; make student writes it into every chapter."""
-    assert setup_cell(stem).source == site.setup_source(REPOSITORY_URL), f"{stem}: run `make student`"
+    """The cell's text has one home, attncourse/repository.py's setup_source; make student writes it into every
+    chapter."""
+    assert setup_cell(stem).source == repository.setup_source(REPOSITORY_URL), f"{stem}: run `make student`"
 
 
 def test_stamp_writes_the_setup_cell_into_a_new_chapter_and_refuses_other_first_cells(tmp_path):
     (tmp_path / "book").mkdir()
     (tmp_path / "_config.yml").write_text("repository:\n  url: https://github.com/someone/fork\n")
-    for name in site.STAMPED_FILES:
+    for name in repository.STAMPED_FILES:
         shutil.copy(ROOT / name, tmp_path / name)
     empty = nbformat.v4.new_code_cell("", metadata={"tags": ["remove-cell"]})
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 9. New"), empty]),
                    tmp_path / "book" / "09_new.ipynb")
-    site.stamp(tmp_path)
-    assert read(tmp_path / "book" / "09_new.ipynb").cells[1].source == site.setup_source("https://github.com/someone/fork")
+    repository.stamp(tmp_path)
+    assert read(tmp_path / "book" / "09_new.ipynb").cells[1].source == repository.setup_source("https://github.com/someone/fork")
     imports = nbformat.v4.new_code_cell("import torch", metadata={"tags": ["remove-cell"]})
     nbformat.write(nbformat.v4.new_notebook(cells=[imports]), tmp_path / "book" / "10_other.ipynb")
     with pytest.raises(ValueError, match="expected the first code cell to be the setup cell"):
-        site.stamp(tmp_path)
+        repository.stamp(tmp_path)
     assert read(tmp_path / "book" / "10_other.ipynb").cells[0].source == "import torch"
 
 

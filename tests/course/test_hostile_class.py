@@ -28,9 +28,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course.exercise_cells import BEGIN_SOLUTION, END_SOLUTION, nbgrader
-from course.layout import Course
-from course.release import release
+from attncourse.coursedir import Course
+from attncourse.exercise_cells import BEGIN_SOLUTION, END_SOLUTION, nbgrader
+from attncourse.release import release
 from tests import costs
 from tests.course.test_course import WITHOUT_DAC, overrides_permissions
 
@@ -131,7 +131,7 @@ def submit(inbox: Path, course: Path, student: str, answers: tuple[str | None, s
 # ``python -m course`` once per mode, in one process: each command's exit status, printed output and seconds.
 COMMANDS = """
 import contextlib, io, json, sys, time
-from course.__main__ import main
+from attncourse.__main__ import main
 results = {}
 for mode, argv in json.loads(sys.argv[1]).items():
     printed, start = io.StringIO(), time.perf_counter()
@@ -253,7 +253,7 @@ def test_every_way_of_grading_gives_the_same_sheet(graded):
 
 def test_autograde_refuses_without_a_sandbox(tmp_path, monkeypatch):
     """No bubblewrap: autograde refuses (saying why) unless UNSAFE_NO_SANDBOX=1."""
-    from course import sandbox  # noqa: PLC0415
+    from attncourse import sandbox  # noqa: PLC0415
 
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     sandbox.bwrap_works.cache_clear()
@@ -270,7 +270,7 @@ def test_autograde_refuses_without_a_sandbox(tmp_path, monkeypatch):
 def test_the_sandbox_overhead_is_measured():
     """What `make grade-bench` prints first: the sandbox's cost per kernel start, a few ms, far under a second
     (a shared machine's noise can make one pair negative, never the median far below 0)."""
-    from course import sandbox  # noqa: PLC0415
+    from attncourse import sandbox  # noqa: PLC0415
 
     assert -50 < sandbox.overhead_ms(pairs=5) < 1000
 
@@ -280,7 +280,7 @@ def test_a_reply_from_the_student_is_data_only(tmp_path):
     (which only pickle could rebuild) is refused, and an exception comes back as its built-in type by name."""
     import numpy as np  # noqa: PLC0415
 
-    from course.boundary import read_reply  # noqa: PLC0415
+    from attncourse.boundary import read_reply  # noqa: PLC0415
 
     reply = tmp_path / "reply-1"
     np.savez(reply.with_suffix(".npz"), a0=np.arange(3.0))

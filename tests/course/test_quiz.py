@@ -1,4 +1,5 @@
-"""The ``{quiz}`` fence (course/quiz.py): what it reads, the errors it gives, and its plain Markdown in a release.
+"""The ``{quiz}`` fence (attncourse/quick_checks.py): what it reads, the errors it gives, and its plain Markdown in a
+release.
 
 The website's drawing of a check is tested in a browser (tests/site/test_quiz.py)."""
 
@@ -9,9 +10,9 @@ import itertools
 import nbformat
 import pytest
 
-from course import quiz
-from course.markup import plain_markdown, student_notebook
-from course.quiz import QuizError, parse
+from attncourse import quick_checks
+from attncourse.markup import plain_markdown, student_notebook
+from attncourse.quick_checks import QuizError, parse
 
 CHOICE_BODY = """\
 Given $q = (1, 0)$:
@@ -43,11 +44,11 @@ def test_a_number_check_reads_glued_names_with_formats_and_tolerance():
     body = "- [x] sat_cat:.2f\n  It is 0.8.\n- [ ] sat_cat_raw:.3f\n  Not scaled.\n"
     check = parse("The score?", body, {"type": "number", "tolerance": "0.01"})
     assert check.kind == "number" and check.tolerance == 0.01
-    assert [quiz.number_key(c) for c in check.choices] == [("sat_cat", ".2f"), ("sat_cat_raw", ".3f")]
-    assert quiz.tolerance_of(check, "0.80") == 0.01
+    assert [quick_checks.number_key(c) for c in check.choices] == [("sat_cat", ".2f"), ("sat_cat_raw", ".3f")]
+    assert quick_checks.tolerance_of(check, "0.80") == 0.01
     default = parse("The score?", "- [x] sat_cat:.2f\n  It is 0.8.\n", {"type": "number"})
-    assert quiz.tolerance_of(default, "0.80") == pytest.approx(0.005)
-    assert quiz.tolerance_of(default, "12") == pytest.approx(0.5)
+    assert quick_checks.tolerance_of(default, "0.80") == pytest.approx(0.005)
+    assert quick_checks.tolerance_of(default, "12") == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize(("question", "body", "options", "expected"), [

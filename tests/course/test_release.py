@@ -30,9 +30,9 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from course import quiz as quick_checks
-from course import site
-from course.markup import CITE, EQ_REF, FENCE, GLUE, LABELLED, glued_values
+from attncourse import quick_checks
+from attncourse import repository as site
+from attncourse.markup import CITE, EQ_REF, FENCE, GLUE, LABELLED, glued_values
 from tests import browser_utils as bu
 from tools import pytest_scheduler, testsettings
 
@@ -363,8 +363,8 @@ def test_the_install_cell_keeps_the_torch_already_there(students, tmp_path):
 
 
 def test_markup_fills_hidden_glue_and_turns_references_into_links():
+    from attncourse.markup import page_links, section_links, student_notebook  # noqa: PLC0415
     from attnlib.glue import HIDDEN_PREFIX  # noqa: PLC0415
-    from course.markup import page_links, section_links, student_notebook  # noqa: PLC0415
 
     hidden = {"scrapbook": {"name": "n", "mime_prefix": HIDDEN_PREFIX}}
     nb = nbformat.v4.new_notebook(cells=[

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from course.exercise_cells import (
+from attncourse.exercise_cells import (
     BEGIN_HIDDEN,
     BEGIN_SOLUTION,
     END_HIDDEN,

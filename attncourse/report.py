@@ -1,11 +1,11 @@
-"""What goes back out of the course: feedback for the students, the grade sheet for the LMS (course/grades.py)."""
+"""What goes back out of the course: feedback for the students, the grade sheet for the LMS (attncourse/grades.py)."""
 
 from __future__ import annotations
 
-from course import grades
-from course.autograde import nbgrader_reason
-from course.layout import Course
-from course.result import Result
+from attncourse import grades
+from attncourse.autograde import nbgrader_reason
+from attncourse.coursedir import Course
+from attncourse.result import Result
 
 
 def feedback(course: Course, force: bool = False) -> Result:

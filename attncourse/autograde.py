@@ -2,7 +2,7 @@
 
 A submission is autograded only when it is new, its bytes changed or its assignment's source changed
 (``graded.json`` keeps both SHA-256s). Every submission's code runs in a sandbox and every verdict is decided
-outside it; only this process, the coordinator, writes the gradebook (course/parallel.py), for one worker, N
+outside it; only this process, the coordinator, writes the gradebook (attncourse/parallel.py), for one worker, N
 workers and Dask alike. Manual grades and comments live in ``gradebook.db``, which nbgrader keeps across
 autogrades. ``autograded/`` notebooks get a grader-only cell after each written answer: the model answer and
 rubric, which formgrader shows the grader and ``generate_feedback`` drops (tag ``grader-notes``).
@@ -17,18 +17,18 @@ from pathlib import Path
 
 import nbformat
 
-from course.collect import Batch, collect, scan, sha
-from course.exercise_cells import nbgrader
-from course.layout import GRADER_NOTES_TAG, Course
-from course.parallel import grade_many
-from course.release import release
-from course.result import Result
-from course.sandbox import Limits
+from attncourse.collect import Batch, collect, scan, sha
+from attncourse.coursedir import GRADER_NOTES_TAG, Course
+from attncourse.exercise_cells import nbgrader
+from attncourse.parallel import grade_many
+from attncourse.release import release
+from attncourse.result import Result
+from attncourse.sandbox import Limits
 
 
 def autograde(book: Path, course: Course, folder: Path | None, jobs: int = 1, dask: str | None = None) -> Result:
     """Add ``folder``'s submissions to the course and autograde the new or changed ones: here, one at a
-    time (``jobs=1``), or on ``jobs`` worker processes or a Dask cluster (course/parallel.py)."""
+    time (``jobs=1``), or on ``jobs`` worker processes or a Dask cluster (attncourse/parallel.py)."""
     names = [p.stem for p in release(book, course).written]
     batch = scan(folder, names) if folder is not None else Batch()
     collect(batch, course)

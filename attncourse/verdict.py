@@ -30,8 +30,8 @@ from collections.abc import Iterator
 import nbformat
 
 import attnlib.exercises
-from course.boundary import StudentKernel
-from course.exercise_cells import exercise_name, nbgrader
+from attncourse.boundary import StudentKernel
+from attncourse.exercise_cells import exercise_name, nbgrader
 
 OUTPUT_LIMIT = 20_000
 

@@ -5,9 +5,9 @@ on a Dask ``LocalCluster`` (``DASK=local``) or an existing Dask cluster (``DASK=
 started on Slurm or PBS with dask-jobqueue). One code path for all of them:
 
 * a **worker** (``grade_in_sandbox``) gets the assignment's source and release and the student's notebook as
-  bytes (no shared disk); it runs the notebook in a sandboxed kernel (course/sandbox.py, course/boundary.py)
+  bytes (no shared disk); it runs the notebook in a sandboxed kernel (attncourse/sandbox.py, attncourse/boundary.py)
   that holds only that notebook, then runs every test cell, hidden tests included, in its own process
-  against the student's functions across the boundary (course/verdict.py). It never touches the course
+  against the student's functions across the boundary (attncourse/verdict.py). It never touches the course
   folder or the gradebook and sends back data: the graded notebook and what a limit stopped.
 * the **coordinator** (this process, ``record``) runs nbgrader's own ``autograde`` on the course with the
   worker's notebook in place of nbgrader's ``Execute`` step (``Replay``): nbgrader writes the student, the
@@ -27,10 +27,10 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from course.boundary import StudentKernel
-from course.layout import Course
-from course.sandbox import Limits, bwrap_works, sandboxed
-from course.verdict import chapter_cells, exercise_label, released_tests, verdicts
+from attncourse.boundary import StudentKernel
+from attncourse.coursedir import Course
+from attncourse.sandbox import Limits, bwrap_works, sandboxed
+from attncourse.verdict import chapter_cells, exercise_label, released_tests, verdicts
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
@@ -45,7 +45,7 @@ def task_files(course: Course, student: str, assignment: str) -> dict[str, bytes
 
 def grade_in_sandbox(student: str, assignment: str, files: dict[str, bytes], limits: Limits, sandbox: bool) -> dict:
     """Worker: run the student's notebook in a sandboxed kernel that holds only that notebook, then decide every
-    test cell here, outside it (course/verdict.py). ``success``, ``log``, ``error``, ``notebooks`` (``{name:
+    test cell here, outside it (attncourse/verdict.py). ``success``, ``log``, ``error``, ``notebooks`` (``{name:
     graded notebook JSON}``) and ``stops`` (``["3.1: stopped after 30 s", ...]``): data only."""
     os.environ.update({k: v for k, v in ONE_THREAD.items() if k not in os.environ})  # N kernels share the cores
     why = bwrap_works() if sandbox else None  # a Dask worker on another machine may lack bubblewrap

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 
-from course.exercise_cells import exercise_name
-from course.layout import Course
+from attncourse.coursedir import Course
+from attncourse.exercise_cells import exercise_name
 
 EXERCISE_COLUMNS = ("student", "assignment", "exercise", "score", "max_score")
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import nbformat
 
-from course import sandbox, variants
-from course.autograde import autograde
-from course.exercise_cells import autograded_points, nbgrader
-from course.grades import exercise_rows
-from course.layout import Course
-from course.parallel import ONE_THREAD
-from course.release import release
+from attncourse import sandbox, variants
+from attncourse.autograde import autograde
+from attncourse.coursedir import Course
+from attncourse.exercise_cells import autograded_points, nbgrader
+from attncourse.grades import exercise_rows
+from attncourse.parallel import ONE_THREAD
+from attncourse.release import release
 
 CLASS, ASSIGNMENTS = 300, 8  # the term the figures are extrapolated to
 

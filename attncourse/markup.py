@@ -10,8 +10,8 @@ student release gets plain Markdown instead:
 * {cite}`ch7-dao2022flashattention` becomes ``(Dao et al., 2022)``, and the ``{bibliography}``
   directive a plain list of the entries the notebook cites (from ``book/references.bib``);
 * admonitions (```` ```{warning} ````, ``:::{note}``) become block quotes with their title in bold;
-* a quick check (```` ```{quiz} ````, ``course/quiz.py``) becomes its question and choices, numbered as on the
-  website, with the answer and every explanation in a collapsed ``<details>``;
+* a quick check (```` ```{quiz} ````, ``attncourse/quick_checks.py``) becomes its question and choices, numbered
+  as on the website, with the answer and every explanation in a collapsed ``<details>``;
 * a glued number ({glue:text}`name:.2f`, myst-nb's ``glue``) becomes the value stored in the outputs,
   whatever MIME type it was stored under (``display=False`` prefixes it with
   ``application/papermill.record/``);
@@ -32,7 +32,7 @@ import latexcodec  # noqa: F401 - registers the "ulatex" codec used by _plain
 import nbformat
 from pybtex.database import parse_file
 
-from course import quiz, site
+from attncourse import quick_checks, repository
 
 LABELLED = re.compile(r"(\$\$)(?P<body>.*?)\$\$[ \t]*\((?P<label>eq-[\w-]+)\)", re.S)
 EQ_REF = re.compile(r"\{eq\}`(?P<label>[^`]+)`")
@@ -111,14 +111,14 @@ def _eq_ref(label: str, stem: str, numbers: dict) -> str:
 
 
 def _quiz(match: re.Match, glued: dict[str, str], numbers: itertools.count) -> str:
-    options, body = quiz.split_options(match["body"])
-    check = quiz.parse(match["arg"], body, options)
+    options, body = quick_checks.split_options(match["body"])
+    check = quick_checks.parse(match["arg"], body, options)
     shown = {}
     if check.kind == "number":
         for choice in check.choices:
-            name, spec = quiz.number_key(choice)
+            name, spec = quick_checks.number_key(choice)
             shown[choice.text] = _glue_value(name, spec, glued)
-    return quiz.plain_markdown(check, next(numbers), shown)
+    return quick_checks.plain_markdown(check, next(numbers), shown)
 
 
 def _admonition(match: re.Match, bibliography_list: str) -> str:
@@ -192,7 +192,7 @@ def _glue_value(name: str, spec: str | None, values: dict[str, str]) -> str:
 def section_links(notebooks: dict[str, nbformat.NotebookNode], page_url) -> dict[str, tuple[str, str]]:
     """``{label: (URL, title)}`` for every target ``(label)=`` of every chapter: its section on the website.
 
-    ``page_url(stem)`` is the chapter's page on the published site (course/site.py); Sphinx gives the
+    ``page_url(stem)`` is the chapter's page on the published site (attncourse/repository.py); Sphinx gives the
     section the target's label as its anchor.
     """
     links = {}
@@ -213,11 +213,11 @@ def page_links(names: list[str], page_url) -> dict[str, tuple[str, str]]:
 
 def release_links(book: Path, chapters: dict[str, nbformat.NotebookNode]) -> dict[str, tuple[str, str]]:
     """The links a release needs: every section target of the chapters and every other page of ``book``,
-    on the website whose address ``_config.yml`` beside ``book`` gives (course/site.py)."""
+    on the website whose address ``_config.yml`` beside ``book`` gives (attncourse/repository.py)."""
     config = Path(book).resolve().parent / "_config.yml"
     pages = [p.name for p in sorted(Path(book).glob("*.md")) + sorted(Path(book).glob("*.ipynb"))
              if p.stem not in chapters]
-    url = lambda stem: site.page_url(stem, config)  # noqa: E731
+    url = lambda stem: repository.page_url(stem, config)  # noqa: E731
     return section_links(chapters, url) | page_links(pages, url)
 
 

@@ -1,7 +1,7 @@
 """Submissions into the course: a folder of them, an LMS's zip, the class list and due dates.
 
 ``submitted/<student>/<a>/<a>.ipynb`` gains what a submissions folder brings (names normalised where
-unambiguous, with nbgrader's ``timestamp.txt``); ``make autograde`` (course/autograde.py) then grades the new and
+unambiguous, with nbgrader's ``timestamp.txt``); ``make autograde`` (attncourse/autograde.py) then grades the new and
 changed ones. The class list and the due dates go into ``gradebook.db`` through nbgrader itself.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import parse_utc
 
-from course.layout import TIMESTAMP, Course
-from course.result import Result
+from attncourse.coursedir import TIMESTAMP, Course
+from attncourse.result import Result
 
 
 @dataclass

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import nbformat
 
-from course.exercise_cells import BEGIN_SOLUTION, END_SOLUTION, autograded_points, nbgrader, visible_source
+from attncourse.exercise_cells import BEGIN_SOLUTION, END_SOLUTION, autograded_points, nbgrader, visible_source
 
-ANSWERS = Path(__file__).resolve().with_name("answers")  # course/answers/<stem>.py
+ANSWERS = Path(__file__).resolve().parents[1] / "course" / "answers"  # course/answers/<stem>.py
 VARIANTS = ("wrong", "shortcut", "alternative")
 
 

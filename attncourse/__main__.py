@@ -1,4 +1,4 @@
-"""``python -m course [--course DIR] student|autograde [FOLDER]|feedback|grades|publish|check``: see __init__."""
+"""``python -m attncourse [--course DIR] student|autograde [FOLDER]|feedback|grades|publish|check``: see __init__."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ from pathlib import Path
 
 import nbformat
 
-from course.autograde import autograde, forget
-from course.checks import notebook_problems
-from course.collect import import_roster, import_zip, set_due
-from course.layout import DEFAULT_ROOT, Course, CourseBusy
-from course.publish import RELEASE_DIR, publish
-from course.release import assignments, release
-from course.report import feedback, grade_sheet
-from course.sandbox import SandboxUnavailable
-from course.site import stamp
+from attncourse.autograde import autograde, forget
+from attncourse.collect import import_roster, import_zip, set_due
+from attncourse.conformance import notebook_problems
+from attncourse.coursedir import DEFAULT_ROOT, Course, CourseBusy
+from attncourse.publish import RELEASE_DIR, publish
+from attncourse.release import assignments, release
+from attncourse.report import feedback, grade_sheet
+from attncourse.repository import stamp
+from attncourse.sandbox import SandboxUnavailable
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m course", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m attncourse", description=__doc__)
     parser.add_argument("--book", type=Path, default=Path("book"), help="folder of the chapter notebooks")
     parser.add_argument("--course", type=Path, default=Path(os.environ.get("COURSE") or DEFAULT_ROOT),
                         help=f"nbgrader course directory, kept between runs (default $COURSE or {DEFAULT_ROOT})")
@@ -121,7 +121,7 @@ def _import_zip(args) -> int:
 def _due(args) -> int:
     outcome = set_due(Course(args.course), args.assignment, args.when)
     if not outcome.ok:
-        print(f"python -m course due: {'; '.join(outcome.failed)}", file=sys.stderr)
+        print(f"python -m attncourse due: {'; '.join(outcome.failed)}", file=sys.stderr)
         return 1
     print(f"{args.assignment} is due {outcome.log} UTC")
     return 0
@@ -161,7 +161,7 @@ def _check(args) -> int:
 
 
 def _bench(args) -> int:
-    from course.bench import bench  # noqa: PLC0415 - a tool for instructors, not every command needs it
+    from attncourse.grade_bench import bench  # noqa: PLC0415 - a tool for instructors, not every command needs it
 
     return bench(args.book, args.chapter, args.students, args.jobs, args.dask)
 
@@ -183,10 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         with Course(args.course).lock():
             return COMMANDS[args.command](args)
     except CourseBusy as busy:
-        print(f"python -m course {args.command}: {busy}", file=sys.stderr)
+        print(f"python -m attncourse {args.command}: {busy}", file=sys.stderr)
         return 2
     except SandboxUnavailable as why:
-        print(f"python -m course {args.command}: {why}", file=sys.stderr)
+        print(f"python -m attncourse {args.command}: {why}", file=sys.stderr)
         return 3
 
 

@@ -27,7 +27,7 @@ chapter computes too; a typed number within ``:tolerance:`` (default: half a uni
 digit) of a choice's value gets that choice's explanation.
 
 :func:`parse` reads a fence's parts into a :class:`Quiz`; ``attnsite.quiz`` draws it on the website and
-:func:`plain_markdown` writes it for the student release (``course/markup.py``), where the question, its
+:func:`plain_markdown` writes it for the student release (``attncourse/markup.py``), where the question, its
 choices and, in a collapsed ``<details>``, the answer with every explanation read as plain Markdown.
 """
 

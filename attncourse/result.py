@@ -1,7 +1,7 @@
-"""``Result``: what a command did, the one type every command of the course returns (course/__main__.py prints it).
+"""``Result``: what a command did, the one type every command of the course returns (attncourse/__main__.py prints it).
 
 Each field is a list of what one kind of outcome touched (empty when none): a command fills the ones it has.
-``failed`` non-empty means the command failed (``python -m course`` exits 1), though it did the rest.
+``failed`` non-empty means the command failed (``python -m attncourse`` exits 1), though it did the rest.
 """
 
 from __future__ import annotations

@@ -11,11 +11,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from course.layout import Course
-from course.release import release
-from course.result import Result
+from attncourse.coursedir import Course
+from attncourse.release import release
+from attncourse.result import Result
 
-RELEASE_DIR = Path(__file__).resolve().parent / "release"
+RELEASE_DIR = Path(__file__).resolve().parents[1] / "course" / "release"
 
 
 def publish(book: Path, course: Course, target: Path = RELEASE_DIR) -> Result:

@@ -1,6 +1,6 @@
 """``make student``: the chapters as nbgrader assignments, ``source/<a>/`` and ``release/<a>/`` of the course.
 
-``source/<a>/<a>.ipynb`` is the chapter in plain Markdown (course/markup.py), rewritten only when the chapter
+``source/<a>/<a>.ipynb`` is the chapter in plain Markdown (attncourse/markup.py), rewritten only when the chapter
 changed; ``release/<a>/`` is regenerated (nbgrader ``generate_assignment``) only then, or when it is missing.
 """
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import nbformat
 
-from course.layout import Course, write_if_changed
-from course.markup import Bibliography, equation_numbers, release_links, student_notebook
-from course.result import Result
+from attncourse.coursedir import Course, write_if_changed
+from attncourse.markup import Bibliography, equation_numbers, release_links, student_notebook
+from attncourse.result import Result
 
 
 def assignments(book: Path) -> list[Path]:

@@ -5,7 +5,7 @@ From it come the launch buttons (Jupyter Book reads it), the published website's
 ``html: baseurl:`` in ``_config.yml`` names another host), and the copies of the URL that a reader runs,
 which must sit in the files themselves (a notebook on Colab has no ``_config.yml``): every chapter's setup
 cell, whose whole text is :func:`setup_source` of the URL (its one home; CONTRIBUTING.md points here
-instead of copying it), and the instructors' ``git clone``. ``python -m course publish`` (``make student``)
+instead of copying it), and the instructors' ``git clone``. ``python -m attncourse publish`` (``make student``)
 writes them from ``_config.yml`` (:func:`stamp`); the tests check that every chapter's setup cell is
 :func:`setup_source` and every copy of the URL is ``_config.yml``'s.
 """

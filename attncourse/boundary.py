@@ -25,7 +25,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
-from course.sandbox import Limits, kernel_argv, write_kernelspec
+from attncourse.sandbox import Limits, kernel_argv, write_kernelspec
 
 RESULT_BYTES = 64 * 2**20  # a larger answer is refused (the sandbox's file size limit stops it first)
 
