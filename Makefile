@@ -43,7 +43,7 @@ course-packages:
 test-packages:
 	@PYTHON=$(PYTHON) tools/debian-packages $(TEST_PACKAGES)
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml $(wildcard package-lock.json) | book-packages
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml course/pyproject.toml $(wildcard package-lock.json) | book-packages
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
