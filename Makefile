@@ -20,7 +20,7 @@ BOOK_PACKAGES := ensurepip=python3-venv npm=npm node=nodejs
 COURSE_PACKAGES := bwrap=bubblewrap prlimit=util-linux
 TEST_PACKAGES := $(BOOK_PACKAGES) $(COURSE_PACKAGES) chromium=chromium chromedriver=chromium-driver \
 	pdftotext=poppler-utils
-# Strict nbval's flags and the one-thread environment of every test process, from the one settings module
+# nbval's flags and the one-thread environment of every test process, from the one settings module
 # (read when a recipe runs, after .venv exists).
 TESTSETTINGS = $(PY) tools/testsettings.py
 NBVAL      = $(shell $(TESTSETTINGS) nbval)
@@ -31,7 +31,7 @@ export ATTNLIB_EDITION := $(EDITION)
 # The nbgrader course directory: kept for the whole term, never deleted by make (make student COURSE=...).
 COURSE ?= course-work
 
-.PHONY: setup book serve test check lint test-lib test-book test-site test-course execute lab student autograde regrade roster due import-zip feedback grades grade-bench bench clean pdf
+.PHONY: setup book serve test check lint test-lib test-repo test-book test-site test-course strip lab student autograde regrade roster due import-zip feedback grades grade-bench bench clean pdf
 
 setup: $(STAMP)
 
@@ -50,7 +50,9 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml course/pyproject.
 	if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; fi
 	touch $(STAMP)
 
-# The site shows the committed outputs of the chapters (execute_notebooks: off); `make test` proves them current.
+# The build executes the chapters (committed without outputs) through jupyter-cache in _build/.jupyter_cache:
+# the first build executes every chapter, a rebuild only those whose code changed (all of them when attnlib or a
+# pinned package changed: attnsite/execution.py). A failing cell, a failed assertion included, fails the build.
 book: $(STAMP) | book-packages
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 	@echo "The book is at file://$(CURDIR)/$(HTML)/index.html  (make serve: http://127.0.0.1:$(PORT)/)"
@@ -69,25 +71,32 @@ serve: book
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# Everything: lint, the book build (the browser tests read it), every tier of tests/ (tools/testsettings.py),
-# every chapter under strict nbval (each executed once), the site in a browser and the course; a timing summary
-# at the end. tools/testrun.py runs the build beside the tests that do not need the site, then the browser and
-# course tests, with pytest-xdist on every core (TEST_WORKERS=N to choose); ARGS="-k ..." go to pytest.
+# Everything: lint, the book build (it executes every chapter; the browser tests read it), every tier of tests/
+# (tools/testsettings.py), every chapter once more under nbval on another CPU path and in float32 with the recorded
+# answers graded, the site in a browser and the course; each stage's time at the end. tools/testrun.py runs the
+# build beside the tests that do not need the site, then the browser and course tests, with pytest-xdist on every
+# core (TEST_WORKERS=N to choose); ARGS="-k ..." go to pytest.
 test: $(STAMP) | test-packages
 	$(PY) tools/testrun.py $(ARGS)
 
-# The quick check before a commit (about a minute): lint, attnlib's tests but those marked slow or browser
-# (tests/lib), and strict nbval on the chapters changed since main, committed or not. `make test` runs the rest.
+# The quick check before a commit (under a minute): lint, the tests of attnlib and the repository but those marked
+# slow or browser (tests/lib, tests/repo), and nbval on the chapters changed since main, committed or not.
 check: $(STAMP)
 	$(PY) tools/testrun.py --check $(ARGS)
 
 # One tier at a time (all of it, slow and browser tests included; ARGS="-k ..." go to pytest):
 # test-lib    attnlib's tests (tests/lib)
-# test-book   every chapter under strict nbval, and the chapters' own tests (tests/book)
+# test-repo   the repository's own checks: layout, one home per fact, the test plumbing (tests/repo)
+# test-book   every chapter under nbval (every cell runs, every assertion holds, the recorded answers are graded),
+#             and the chapters' own tests (tests/book); ARGS="--kernel-env ATEN_CPU_CAPABILITY=default" runs the
+#             chapters' kernels on another CPU path, "--kernel-env ATTNLIB_DTYPE=float32" in float32
 # test-site   the built site in headless Chromium (tests/site; run `make book` first)
 # test-course nbgrader releases and grading, the students' environment, JupyterLab (tests/course)
 test-lib: $(STAMP)
 	env $(ONE_THREAD) $(BIN)/pytest tests/lib $(ARGS)
+
+test-repo: $(STAMP)
+	env $(ONE_THREAD) $(BIN)/pytest tests/repo $(ARGS)
 
 test-book: $(STAMP)
 	env $(ONE_THREAD) $(BIN)/pytest tests/book book $(NBVAL) $(ARGS)
@@ -98,13 +107,10 @@ test-site: $(STAMP) | test-packages
 test-course: $(STAMP) | test-packages
 	env $(ONE_THREAD) $(BIN)/pytest tests/course $(ARGS)
 
-# Run chapters in place and store their outputs as strict nbval recomputes them (one thread per kernel):
-# after changing a chapter or attnlib, `make execute NB=book/03_softmax.ipynb` (default: every notebook).
-# Then it runs strict nbval on them under each other CPU code path torch offers here (ATEN_CPU_CAPABILITY=default,
-# avx2 below the widest, avx512; `python tools/testsettings.py cpu-paths` lists this machine's), so stored outputs
-# every CPU reproduces are proven before they land (ARGS=--no-verify skips it).
-execute: $(STAMP)
-	$(PY) tools/execute.py $(ARGS) $(NB)
+# Chapters are committed without outputs (the build computes them): `make strip` removes the outputs an
+# editor saved (nbstripout, keeping the cell ids that tests and cross-references name); tests/book checks it.
+strip: $(STAMP)
+	$(BIN)/nbstripout --keep-id book/*.ipynb
 
 # JupyterLab on what students get: a copy of the releases (course/release/, every number in the prose) in
 # _build/lab/; a release newer than its copy replaces it, otherwise your changes to a copy stay.

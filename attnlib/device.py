@@ -12,6 +12,7 @@ import os
 import torch
 
 ENV_VAR = "ATTNLIB_DEVICE"
+DTYPE_VAR = "ATTNLIB_DTYPE"  # float32: compute in the precision of Apple's MPS on any device (exact_dtype)
 
 
 def _mps_available() -> bool:
@@ -91,6 +92,12 @@ def exact_dtype(device: torch.device | str | None = None) -> torch.dtype:
     """The most precise float dtype of ``device`` (default: ``get_device()``): float64, or float32 on MPS.
 
     Apple's MPS has no float64. The chapters compute in this dtype, so on CPU and CUDA their
-    numbers agree with NumPy's float64 to ~1e-12 and on MPS to float32's ~1e-6.
+    numbers agree with NumPy's float64 to ~1e-12 and on MPS to float32's ~1e-6. ``ATTNLIB_DTYPE=float32``
+    gives float32 on any device: the chapters' claims are checked at MPS's precision on a CPU (``make test``).
     """
+    forced = os.environ.get(DTYPE_VAR, "")
+    if forced not in ("", "float32", "float64"):
+        raise ValueError(f"expected {DTYPE_VAR} to be float32 or float64 (or unset), got {forced!r}")
+    if forced:
+        return getattr(torch, forced)
     return torch.float32 if _as_device(device).type == "mps" else torch.float64

@@ -18,7 +18,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 import attnlib
-from attnsite.sources import digest
+from .sources import digest
 
 # what computes the chapters' outputs besides attnlib (their versions are part of the key)
 PACKAGES = ("torch", "numpy", "matplotlib", "ipywidgets", "transformers", "bertviz", "myst-nb")

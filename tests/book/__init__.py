@@ -1,2 +1,2 @@
-"""The chapters' tests beside strict nbval over book/*.ipynb: their float32 runs and the nbval policy of
-the root conftest.py (every output the site shows is compared)."""
+"""The chapters' tests beside nbval over book/*.ipynb: the chapters are stored without outputs, and the policy of
+the root conftest.py (every cell runs; the recorded answers are graded; --kernel-env reaches the kernels only)."""

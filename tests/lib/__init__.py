@@ -1,3 +1,3 @@
 """attnlib's tests: the maths against torch, NumPy twins, bad input, views, widgets, plots, models, interpret,
-style, and the test scheduler (tools/pytest_scheduler.py). Fast, but for those marked ``slow`` (model loading,
-training) or ``browser`` (the views in Chromium), which ``make check`` leaves to ``make test``."""
+style. Fast, but for those marked ``slow`` (model loading, training) or ``browser`` (the views in Chromium), which
+``make check`` leaves to ``make test``."""

@@ -1,14 +1,18 @@
 """attnlib.exercises: the pass message, partial credit and stated-rule checks the chapters' test cells use."""
 
+import importlib
+import sys
+
 import numpy as np
 import pytest
 import torch
 from numpy import cumsum as running_total
 
+import attnlib.alternatives  # noqa: F401 - in sys.modules, where one answer fetches the reference
 import attnlib.numpy_ops as helpers
 from attnlib import numpy_ops
 from attnlib.alternatives import additive_scores as addsc
-from attnlib.exercises import Credit, calls, forbid, passed, violations
+from attnlib.exercises import Call, Credit, Run, forbid, passed, violations, watch
 
 
 def _with_matmul(a, b):
@@ -135,19 +139,107 @@ def _attend_per_row(value):
     return np.stack([attend(zeros[i:i + 1], zeros[:i + 1], value[:i + 1])[0][0] for i in range(value.shape[0])])
 
 
-def test_calls_counts_a_checked_step_however_it_is_named():
+def _running_mean(value):
+    zeros = np.zeros((value.shape[0], 1))
+    return numpy_ops.scaled_dot_product_attention(zeros, zeros, value, is_causal=True)[0]
+
+
+def _throw_away_call(value):
+    """One call to attention whose output it ignores, then the running mean by hand."""
+    numpy_ops.scaled_dot_product_attention(value, value, value)
+    length = value.shape[0]
+    return np.tril(np.ones((length, length))) / np.arange(1, length + 1)[:, None] @ value
+
+
+def _through_sys_modules(q, k, w_q, w_k, w):
+    """The reference fetched from sys.modules and torch from importlib: no name the source check can see."""
+    reference = sys.modules["attn" + "lib.altern" + "atives"].additive_scores
+    library = importlib.import_module("tor" + "ch")
+    return reference(*(library.from_numpy(a) for a in (q, k, w_q, w_k, w))).numpy()
+
+
+def _numpy_bahdanau(q, k, w_q, w_k, w):
+    return np.tanh((q @ w_q)[:, None, :] + (k @ w_k)[None, :, :]) @ w
+
+
+def _helper_cumsum(x):
+    return np.cumsum(x, axis=0)
+
+
+def _uses_a_helper(x):
+    return _helper_cumsum(x) / 2
+
+
+def _folds_with_a_ufunc(x):
+    return np.logaddexp.reduce(x, axis=-1)
+
+
+def _switches_recording_off(x):
+    sys.setprofile(None)
+    return torch.as_tensor(x).numpy()
+
+
+def _bahdanau_args():
+    rng = np.random.default_rng(0)
+    return (rng.normal(size=(2, 3)), rng.normal(size=(4, 5)), rng.normal(size=(3, 6)), rng.normal(size=(5, 6)),
+            rng.normal(size=6))
+
+
+def test_watch_sees_a_call_however_the_code_reached_it():
+    run = watch(_through_sys_modules, *_bahdanau_args())
+    called = [str(call) for call in run.calls]
+    assert "attnlib.alternatives.additive_scores" in called and "torch.from_numpy" in called
+    with pytest.raises(AssertionError, match="NumPy only; _through_sys_modules called torch.from_numpy, "
+                                             "attnlib.alternatives.additive_scores"):
+        run.forbid(rule="NumPy only", modules=("torch", "scipy", "attnlib"))
+    honest = watch(_numpy_bahdanau, *_bahdanau_args())
+    honest.forbid(rule="NumPy only", modules=("torch", "scipy", "attnlib"), names=("additive_scores",))
+    np.testing.assert_allclose(honest.value, run.value)  # the same scores: only the way differs
+
+
+def test_watch_counts_a_checked_step_and_keeps_its_results():
     value = np.arange(8.0).reshape(4, 2)
-    with calls(numpy_ops.scaled_dot_product_attention) as made:
-        per_row = _attend_per_row(value)
-    assert made.count == 4  # one per row, each counted once although @checked wraps the step
-    zeros = np.zeros((4, 1))
-    with calls(numpy_ops.scaled_dot_product_attention) as once:
-        whole, _ = numpy_ops.scaled_dot_product_attention(zeros, zeros, value, is_causal=True)
-    assert once.count == 1
-    np.testing.assert_allclose(per_row, whole)  # the same running mean, computed both ways
-    with calls(numpy_ops.scaled_dot_product_attention) as none:
-        np.cumsum(value, axis=0)
-    assert none.count == 0
+    per_row = watch(_attend_per_row, value)
+    assert per_row.count(numpy_ops.scaled_dot_product_attention) == 4  # once per row, the @checked wrapper seen through
+    once = watch(_running_mean, value)
+    assert once.count(numpy_ops.scaled_dot_product_attention) == 1
+    np.testing.assert_allclose(once.value, once.results(numpy_ops.scaled_dot_product_attention)[0][0])
+    np.testing.assert_allclose(per_row.value, once.value)  # the same running mean, computed both ways
+    cheat = watch(_throw_away_call, value)
+    assert cheat.count(numpy_ops.scaled_dot_product_attention) == 1
+    np.testing.assert_allclose(cheat.value, once.value)  # right numbers ...
+    assert not np.allclose(cheat.value, cheat.results(numpy_ops.scaled_dot_product_attention)[0][0])  # ... not from it
+    assert watch(np.cumsum, value).count(numpy_ops.scaled_dot_product_attention) == 0
+
+
+def test_watch_records_the_students_helpers_calls_and_reads_the_source():
+    run = watch(_uses_a_helper, np.ones((3, 2)))
+    assert [str(call) for call in run.calls if "cumsum" in str(call)] == ["numpy._core.fromnumeric.cumsum"]
+    with pytest.raises(AssertionError, match="no running total; _uses_a_helper called numpy._core.fromnumeric.cumsum"):
+        run.forbid(rule="no running total", names=("cumsum",))
+    ufunc = watch(_folds_with_a_ufunc, np.zeros((2, 3)))
+    with pytest.raises(AssertionError, match="called numpy.logaddexp.reduce"):
+        ufunc.forbid(rule="write the shift yourself", names=("logaddexp",))
+    with pytest.raises(AssertionError, match="_with_matmul breaks it at line 2: the operator @"):
+        watch(_with_matmul, np.eye(2), np.eye(2)).forbid(rule="without @", operators=("@",))
+
+
+def test_watch_refuses_code_that_switches_the_recording_off():
+    run = watch(_switches_recording_off, np.ones(3))
+    assert sys.getprofile() is None
+    with pytest.raises(AssertionError, match="switched off the recording of its calls"):
+        run.forbid(rule="NumPy only", modules=("torch",))
+
+
+def test_a_run_crosses_the_grading_boundary_as_data():
+    run = watch(_running_mean, np.arange(6.0).reshape(3, 2))
+    run.calls.append(Call("attnlib.models:load", object()))  # a result that is not data
+    data = run.data()
+    assert data["calls"][-1] == ["attnlib.models:load", None]
+    back = Run.from_data(_running_mean, data)
+    assert back.count(numpy_ops.scaled_dot_product_attention) == 1 and back.name == "_running_mean"
+    np.testing.assert_allclose(back.results(numpy_ops.scaled_dot_product_attention)[0][1],
+                               run.results(numpy_ops.scaled_dot_product_attention)[0][1])
 
 
 def test_credit_scores_parts(capsys):

@@ -555,3 +555,33 @@ def test_every_chapter_figure_leads_with_its_message():
         assert alt.startswith(message + " ") and len(alt) > len(message) + 10, f"{notebook} {where}: {alt[:200]}"
         seen += 1
     assert seen > 50
+
+
+def test_figures_carry_their_smallest_text_size():
+    """The site's browser tests read each figure's smallest text (``attnlib-text-px``) and multiply it by the
+    figure's scale on the page: it must be the smallest of every text drawn, ticks in view included."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(6, 2))
+    left.plot([0, 1], [1, 0], label="down")
+    left.legend(fontsize=7)
+    left.set_title("big", fontsize=14)
+    right.set_xlim(0, 1)
+    right.tick_params(labelsize=8)
+    right.text(0.5, 0.5, "", fontsize=3)  # empty: never drawn
+    assert images.text_px(fig) == 7
+    png, _ = plots.figure_png(fig)
+    assert plots.png_text(png)[images.TEXT_KEY] == "7"
+    left.get_legend().remove()
+    assert images.text_px(fig) == 8  # the right panel's tick labels
+    assert images.text_px(fig, dpi=144) == 16
+    html = plots.figure_to_html(_dense_figure())
+    assert re.search(rf'{images.TEXT_ATTRIBUTE}="[0-9.]+"', html)
+    plt.close("all")
+
+
+def test_head_grid_text_stays_legible_in_the_column():
+    """A 12-head grid at its default width, shown in the 688 px column, keeps its text at 9 px or more."""
+    fig = plots.head_grid(np.full((12, 6, 6), 1 / 6), [f"t{i}" for i in range(6)])
+    png, meta = plots.figure_png(fig)
+    shown = float(plots.png_text(png)[images.TEXT_KEY]) * min(1.0, 688 / meta["width"])
+    assert shown >= 9, f"the grid is {meta['width']} px wide: its smallest text shows at {shown:.1f} px"
+    plt.close("all")

@@ -285,6 +285,40 @@ def test_browser_expand_control_is_visible_and_works_from_the_keyboard(browser, 
     assert bu.console_errors(browser) == []
 
 
+FIT = """
+const root = document.getElementById(arguments[0]);
+const column = root.parentElement.getBoundingClientRect();
+const svg = root.querySelector('#vis svg');
+const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+const box = s => root.querySelector(s).getBoundingClientRect();
+const right = Math.max(...['#expanded #dotproducts', '#expanded #rightText', '#expanded #heading']
+  .map(s => box(s).right));
+return {column: [column.left, column.right], right: right, scale: scale,
+        text: 15 * scale,  // BertViz's tokens are 15 px in the drawing
+        stops: Array.from(root.querySelectorAll('[tabindex="0"]')).length};
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("column", [672, 358], ids=["laptop-column", "phone-column"])
+def test_browser_expanded_view_fits_its_column(browser, tmp_path, column):
+    """Chapter 6's view put q × k, the scores and the softmax 450 px right of a 672 px column (BertViz draws it
+    1,120 px wide): expanded, all of it lies inside the column, its text never under 9 px, and each token is one
+    Tab stop (the hidden panel's copies are not)."""
+    tokens = ["[CLS]", "mark", "told", "sam", "that", "he", "was", "leaving", ".", "[SEP]"]
+    html = neuron_view(vectors(length=len(tokens), d_k=64, seed=3), vectors(length=len(tokens), d_k=64, seed=4),
+                       tokens, include_libraries=True).data
+    open_page(browser, tmp_path, f'<div style="width:{column}px">{html}</div>')
+    root = params_of(html)["root_div_id"]
+    browser.execute_script(f"document.querySelector('#{root} .attnlib-expand').click()")
+    hover(browser, root, "#expanded", tokens.index("he"))
+    fit = browser.execute_script(FIT, root)
+    assert fit["right"] <= fit["column"][1] + 1, f"the view reaches {fit['right']:.0f} px in a column ending at {fit}"
+    assert fit["text"] >= 9 - 1e-6, f"the view is scaled so far that its text is {fit['text']:.1f} px"
+    assert fit["stops"] == len(tokens) + 0, f"{fit['stops']} Tab stops in the view for {len(tokens)} tokens"
+    assert bu.console_errors(browser) == []
+
+
 @pytest.mark.browser
 def test_browser_two_views_on_one_page_stay_apart(browser, tmp_path):
     first = neuron_view(vectors(seed=10), vectors(seed=11), HOSTILE, include_libraries=True).data

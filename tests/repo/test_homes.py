@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -77,8 +78,8 @@ def test_the_finder_sees_what_it_looks_for():
 
 def test_no_module_is_imported_by_path_manipulation():
     sources = python_sources()
-    assert {"attnsite/live_model.py", "tests/lib/test_homes.py", "book/07_causal.ipynb"} <= set(sources)
-    found = {name: hits for name, source in sources.items() if name != "tests/lib/test_homes.py"
+    assert {"attnsite/live_model.py", "tests/repo/test_homes.py", "book/07_causal.ipynb"} <= set(sources)
+    found = {name: hits for name, source in sources.items() if name != "tests/repo/test_homes.py"
              and (hits := path_manipulations(source))}
     assert found == {}, f"expected every module imported by its name, got path manipulation in {found}"
 
@@ -111,3 +112,44 @@ def test_attnsite_imports_itself_relatively_and_without_fallbacks():
                      and any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in n.body) for h in n.handlers
                      if isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")]
         assert absolute == [] and fallbacks == [], f"{path.name}: absolute {absolute}, fallbacks at lines {fallbacks}"
+
+
+# A path of this repository named in a text: under one of its top-level folders, ending in a file's extension or a
+# folder's slash, not a pattern or placeholder; a built page (book/x.html) names its chapter or page.
+REPO_PATH = re.compile(r"(?<![\w./~-])((?:attnlib|attnsite|course|tests|tools|book|docs|\.ci|\.github)/[\w./-]*\w/?)")
+EXTENSIONS = {".py", ".js", ".css", ".md", ".ipynb", ".yml", ".json", ".txt", ".toml", ".cfg", ".html", ".bib", ".svg"}
+TEXTS = {".md", ".py", ".yml", ".yaml", ".toml", ".txt", ".js", ".css", ".cfg", ".ipynb", ".json", ""}
+PLACEHOLDER = re.compile(r"NN_|_x\b|<|\*|\.\.\.|\{")
+
+
+def named_paths(text: str) -> set[str]:
+    """The repository paths ``text`` names (``attnlib/views/plots.py``, ``tests/site/``), patterns left out."""
+    found = {match.rstrip(".") for match in REPO_PATH.findall(text) if not PLACEHOLDER.search(match)}
+    return {name for name in found if name.endswith("/") or Path(name).suffix in EXTENSIONS}
+
+
+def exists(name: str) -> bool:
+    """Whether the named path is in the tree (a built page ``book/x.html``: its source ``book/x.ipynb`` or ``.md``)."""
+    if name.endswith(".html"):
+        return any((REPO / name).with_suffix(suffix).is_file() for suffix in (".ipynb", ".md"))
+    return (REPO / name).exists()
+
+
+def test_the_path_finder_sees_paths_and_leaves_patterns():
+    text = ("see `attnlib/views/plots.py`, tests/site/ and book/NN_name.ipynb, https://x.org/docs/a.py, course/<a>/b.py"
+            ", book/03_softmax (a page name), book/intro.html.")
+    assert named_paths(text) == {"attnlib/views/plots.py", "tests/site/", "book/intro.html"}
+    assert exists("book/intro.html") and exists("tests/site/") and not exists("attnlib/views/nothing.py")
+
+
+def test_every_repository_path_named_in_a_tracked_text_exists():
+    """A comment or a page that names a file that moved sends the reader nowhere (issue #42 found five)."""
+    missing = {}
+    for path in tracked():
+        if path.suffix not in TEXTS or path.is_relative_to(REPO / "course" / "release") or path == Path(__file__):
+            continue
+        gone = sorted(name for name in named_paths(path.read_text(encoding="utf-8", errors="replace"))
+                      if not exists(name))
+        if gone:
+            missing[str(path.relative_to(REPO))] = gone
+    assert missing == {}, f"expected every repository path a text names to exist, got {missing}"

@@ -34,7 +34,6 @@ from pathlib import Path
 import pytest
 
 from tests import browser_utils as bu
-from tests import costs
 from tests.browser_utils import print_book  # attnsite/print_book.py
 
 pytestmark = pytest.mark.browser
@@ -212,11 +211,7 @@ def look_at(driver, page: str, state: str) -> list[dict]:
     """The visual check of the page as it is now, and its half-scale JPEG kept as ``SCREENSHOTS/<page>--<state>``
     (the problems beside it as JSON, both in the contact sheet); returns the problems.
 
-    It reads the page the calling test already loaded and checked with axe-core: no load of its own. What it
-    costs (its CPU time and the browser's, and its wall time) is added up in ``tests.costs``, which
-    ``make test`` prints at the end."""
-    browser = driver.service.process.pid
-    began, cpu = time.monotonic(), time.process_time() + costs.process_tree_cpu(browser)
+    It reads the page the calling test already loaded and checked with axe-core: no load of its own."""
     problems = visual_problems(driver)
     name = _shot_name(page, state)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -224,9 +219,6 @@ def look_at(driver, page: str, state: str) -> list[dict]:
     bu.full_page_screenshot(driver, SCREENSHOTS / f"{name}.jpg", max_height=64000, scale=0.5, quality=70)
     (SCREENSHOTS / f"{name}.json").write_text(json.dumps(problems, indent=1), encoding="utf-8")
     SHOTS_TAKEN.append(name)
-    costs.record("visual-check", "the visual check and a full-page screenshot (tests/site, Chromium included)",
-                 time.process_time() + costs.process_tree_cpu(browser) - cpu, time.monotonic() - began,
-                 unit="page states")
     return problems
 
 

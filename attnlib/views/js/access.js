@@ -2,7 +2,7 @@
 // The head view's head toggles and the model view's thumbnails get a roving focus (Tab reaches the group,
 // arrow keys move, Enter or Space toggles or enlarges, Escape closes an enlarged head), names and states
 // for screen readers; the layer menu gets a label; the model view's SVG scales to its column.
-// Also the page's access() for chapter 6's live views (book/_ext/live_views.py).
+// Also the page's access() for chapter 6's live views (attnsite/live_views.py).
 function attnlibAccess(root, kind) {
   if (!root) { return; }
   var layer = root.querySelector('select#layer');
