@@ -13,12 +13,22 @@ Every test cell of every chapter ends the same way, so a student sees the same w
           assert ...
       credit.score()          # last line: prints the pass message or what failed; returns the points
 
-* A rule the exercise states ("without ``@``", "do not call ``split_heads``") is checked on the
-  student's function, not trusted: ``forbid(func, names=("cumsum",), operators=("@",), rule="...")``
-  raises ``AssertionError`` naming the rule and the line that broke it.
-* A rule that asks for a call ("with **one call** to ``scaled_dot_product_attention``") is counted while the
-  student's function runs: ``with calls(nops.scaled_dot_product_attention) as made: running_mean(v)``, then
-  ``made.count``.
+* **A rule the exercise states is checked on what the student's code does**, with one mechanism: ``watch`` runs
+  the student's function once and records every call its code makes into a library (NumPy, torch, SciPy,
+  attnlib), however it reached the function (an alias, ``sys.modules``, ``importlib``)::
+
+      run = watch(running_mean, value)          # run.value: what running_mean returned
+      run.forbid(rule="no cumulative sum", names=("cumsum", "mean"), modules=("torch",))
+      assert run.count(nops.scaled_dot_product_attention) == 1       # "with one call to ..."
+      np.testing.assert_allclose(run.value, run.results(nops.scaled_dot_product_attention)[0][0])  # "... from it"
+
+  ``forbid`` raises ``AssertionError`` naming the rule and what broke it; it also reads the function's source
+  for what a run cannot show (``operators=("@",)``, a NumPy ufunc called directly). Put a rule's check inside
+  the ``Credit`` part it costs, or before the parts when breaking it leaves none of the exercise's work. Each
+  rule gets a recorded shortcut answer in ``course/answers/`` that must lose its points.
+  In the grader's process (``course/verdict.py``) the student's function lives in a sandboxed kernel:
+  ``watch`` on it runs there and brings back the record as data (``Run.data``), as ``forbid`` does.
+* ``forbid(func, rule=..., names=..., operators=...)`` alone is the source check without a run (``violations``).
 """
 
 from __future__ import annotations
@@ -31,6 +41,9 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
 
 OPERATORS = {"@": ast.MatMult, "*": ast.Mult, "+": ast.Add, "-": ast.Sub, "/": ast.Div, "**": ast.Pow}
 
@@ -214,32 +227,177 @@ def forbid(func: Callable, *, rule: str, names: Iterable[str] = (), operators: I
     assert not found, f"the exercise says: {rule}; {func.__name__} breaks it at " + ", ".join(found)
 
 
-class _Calls:
-    """How many times a function ran: ``count``, filled in by ``calls``."""
+@dataclass
+class Call:
+    """One call the student's code made into another module: ``name`` is ``module.qualname`` of what it called
+    (``numpy._core.fromnumeric.cumsum``, ``torch._VariableFunctionsClass.tanh``, ``numpy.logaddexp.reduce``), and
+    ``result`` what it returned (kept for calls into attnlib; None for the rest and for C functions)."""
 
-    def __init__(self, name: str):
-        self.name, self.count = name, 0
+    name: str
+    result: object = None
+
+    def matches(self, names: Iterable[str] = (), modules: Iterable[str] = ()) -> bool:
+        """A part of the qualified name in ``names``, or the module (or a package above it) in ``modules``."""
+        module, _, qualname = self.name.partition(":")
+        return bool(set(qualname.split(".")) & set(names)) or any(
+            module == m or module.startswith(m + ".") for m in modules)
+
+    def __str__(self) -> str:
+        return self.name.replace(":", ".")
 
 
-@contextmanager
-def calls(target: Callable) -> Iterator[_Calls]:
-    """Count the calls of ``target`` made inside the block, however the code names it (an alias, a module's
-    attribute, a helper calling it): ``with calls(nops.scaled_dot_product_attention) as made: ...``, then
-    ``made.count``. A checked step (``@checked``) counts once per call, not once for its check and once for it."""
-    code = inspect.unwrap(target).__code__  # the step itself: every @checked wrapper shares one code object
-    made, previous = _Calls(getattr(target, "__name__", repr(target))), sys.getprofile()
+@dataclass
+class Run:
+    """What one call of the student's function did (see ``watch``): ``value`` it returned, ``calls`` it made."""
 
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code is code:
-            made.count += 1
-        if previous is not None:
-            previous(frame, event, arg)
+    func: Callable
+    value: object = None
+    calls: list[Call] = field(default_factory=list)
+    tampered: bool = False  # the code switched the recording off (sys.setprofile)
 
+    def count(self, target: Callable) -> int:
+        """How many times the student's code called ``target`` (however it named it)."""
+        return len(self.results(target))
+
+    def results(self, target: Callable) -> list:
+        """What each of the student's calls of ``target`` returned, in order (``target`` an attnlib function)."""
+        key = _key(target)
+        return [call.result for call in self.calls if call.name == key]
+
+    def forbid(self, *, rule: str, names: Iterable[str] = (), modules: Iterable[str] = (),
+               operators: Iterable[str] = ()) -> None:
+        """AssertionError naming ``rule`` when the run called a function named in ``names`` (``"cumsum"``, a method
+        ``"mean"``) or anything from a module in ``modules`` (``"torch"``, ``"torch.nn.modules"``), or when the
+        function's source uses such a name or one of ``operators`` (``"@"``): what a run cannot show (an operator
+        on arrays, a NumPy ufunc called directly) is read from the source (``violations``)."""
+        names, modules = tuple(names), tuple(modules)
+        broken = [str(call) for call in self.calls if call.matches(names, modules)]
+        broken = list(dict.fromkeys(broken))  # each function once, in the order of its first call
+        assert not self.tampered, f"the exercise says: {rule}; {self.name} switched off the recording of its calls"
+        assert not broken, f"the exercise says: {rule}; {self.name} called " + ", ".join(broken[:5])
+        forbid(self.func, rule=rule, names=names + tuple(m for m in modules if "." not in m), operators=operators)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.func, "__name__", repr(self.func))
+
+    def data(self) -> dict:
+        """The run as data only (for ``course/boundary.py``): the value, each call's name and sendable result."""
+        return {"value": self.value, "tampered": self.tampered,
+                "calls": [[call.name, call.result if _sendable(call.result) else None] for call in self.calls]}
+
+    @classmethod
+    def from_data(cls, func: Callable, data: dict) -> Run:
+        """The run ``data()`` described, for ``func`` (the grader's stand-in for the student's function)."""
+        return cls(func, data["value"], [Call(str(n), r) for n, r in data["calls"]], bool(data["tampered"]))
+
+
+def watch(func: Callable, *args, **kwargs) -> Run:
+    """Call ``func(*args, **kwargs)`` once and record every call its code makes into a module: a ``Run``.
+
+    What counts as the student's code: ``func`` and whatever shares its globals (helpers, lambdas, nested
+    functions of the same notebook or file), and code compiled outside any module (``exec``). A call from there
+    into a library is recorded with its name and, for attnlib, its result, however the code reached the function
+    (an alias, ``sys.modules``, ``importlib``, ``getattr``); what the library calls in turn is not. attnlib's
+    ``@checked`` wrapper is looked through: a checked step is recorded under its own name. Exceptions and warnings
+    of the call pass through unchanged.
+    """
+    recorder = _Recorder(getattr(inspect.unwrap(func), "__globals__", None))
+    previous = sys.getprofile()
+    recorder.previous = previous
+    run, profile = Run(func), recorder.profile  # one bound method, to compare with sys.getprofile() after
     sys.setprofile(profile)
     try:
-        yield made
+        run.value = func(*args, **kwargs)
     finally:
+        run.tampered = sys.getprofile() != profile
         sys.setprofile(previous)
+    run.calls = recorder.calls
+    return run
+
+
+class _Recorder:
+    """The profile function ``watch`` installs, and what it has recorded."""
+
+    def __init__(self, home: dict | None):
+        self.home, self.previous = home, None
+        self.calls: list[Call] = []
+        self.open: dict[int, Call] = {}  # id(frame) of a recorded Python call -> its Call, until it returns
+        self.wrappers: set[int] = set()  # id(frame) of @checked wrappers the student's code called
+
+    def student(self, frame) -> bool:
+        """Is ``frame`` running the student's code (the checked function's globals, or no module's)?"""
+        space = frame.f_globals
+        if space is self.home:
+            return True
+        module = sys.modules.get(space.get("__name__")) if isinstance(space.get("__name__"), str) else None
+        return module is None or vars(module) is not space or module.__name__ == "__main__"
+
+    def entered(self, frame) -> bool:
+        """Is ``frame`` (not the student's) a function the student's code called itself, directly or through a
+        ``@checked`` wrapper (recorded instead of the wrapper)?"""
+        caller = frame.f_back
+        if caller is None or self.student(frame):
+            return False
+        if id(caller) in self.wrappers:
+            return frame.f_globals.get("__name__") not in ("attnlib._checks", "inspect")
+        if not self.student(caller):
+            return False
+        if frame.f_globals.get("__name__") == "attnlib._checks" and frame.f_code.co_name == "public":
+            self.wrappers.add(id(frame))
+            return False
+        return not frame.f_code.co_name.endswith("_dispatcher")  # NumPy's argument dispatchers: noise
+
+    def profile(self, frame, event, arg):
+        if event == "call" and self.entered(frame):
+            call = Call(f"{frame.f_globals.get('__name__')}:{frame.f_code.co_qualname}")
+            self.calls.append(call)
+            if call.name.startswith("attnlib"):
+                self.open[id(frame)] = call
+        elif event == "return":
+            self.wrappers.discard(id(frame))
+            call = self.open.pop(id(frame), None)
+            if call is not None:
+                call.result = arg
+        elif event == "c_call" and self.student(frame):
+            self.calls.append(Call(_key(arg)))
+        if self.previous is not None:
+            self.previous(frame, event, arg)
+
+
+def _key(func: Callable) -> str:
+    """``module:qualname`` of a function, as ``watch`` records its calls (a @checked step under its own name; a
+    method of a named object, such as a NumPy ufunc's ``reduce``, under that object's name)."""
+    func = inspect.unwrap(func)
+    code = getattr(func, "__code__", None)
+    if code is not None:  # the module whose globals it runs in, as a frame of it says
+        return f"{func.__globals__.get('__name__')}:{code.co_qualname}"
+    owner = getattr(func, "__self__", None)
+    module = getattr(func, "__module__", None)
+    if module is None and owner is not None:
+        kind = owner if isinstance(owner, type) else type(owner)
+        module = owner.__name__ if inspect.ismodule(owner) else kind.__module__
+    qualname = getattr(func, "__qualname__", getattr(func, "__name__", repr(func)))
+    if qualname.startswith("_") and module is not None:  # torch's _VariableFunctionsClass.tanh: torch.tanh
+        qualname = getattr(func, "__name__", qualname)
+    if owner is not None and not inspect.ismodule(owner) and isinstance(getattr(owner, "__name__", None), str):
+        qualname = f"{owner.__name__}.{func.__name__}"
+    return f"{module}:{qualname}"
+
+
+def _sendable(value, depth: int = 0) -> bool:
+    """Data that crosses ``course/boundary.py`` (arrays, tensors, numbers, strings, lists, tuples, dicts)."""
+    if depth > 20:
+        return False
+    if value is None or isinstance(value, bool | int | float | str | np.ndarray | np.generic):
+        return True
+    if type(value).__module__ == "torch" and type(value).__name__ == "Tensor":
+        return True
+    if isinstance(value, list | tuple):
+        return all(_sendable(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _sendable(v, depth + 1) for k, v in value.items())
+    return False
 
 
 class Credit:

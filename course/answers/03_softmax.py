@@ -32,14 +32,32 @@ def logsumexp(x):
     """SciPy's log-sum-exp, imported under another name."""
     return lse(x, axis=-1)
 ''',
+            # torch's log-sum-exp reached through importlib and getattr: no name the source check can see
+            "torch's logsumexp through importlib": '''import importlib
+
+
+def logsumexp(x):
+    """torch's log-sum-exp, found by names the source never spells."""
+    library = importlib.import_module("to" + "rch")
+    return getattr(library, "log" + "sum" + "exp")(library.from_numpy(x), dim=-1).numpy()
+''',
         },
-        "alternative": '''def logsumexp(x):
-    """Shift by the row maximum, with -inf rows handled by masking instead of np.where."""
+        "alternative": {
+            "nan_to_num for the shift": '''def logsumexp(x):
+    """Shift by the row maximum, with -inf rows handled by nan_to_num instead of np.where."""
     top = np.max(x, axis=-1)
     safe = np.nan_to_num(top, neginf=0.0)
     with np.errstate(divide="ignore"):
         return safe + np.log(np.sum(np.exp(x - safe[..., None]), axis=-1))
 ''',
+            # the natural answer: right everywhere, and NumPy warns about log(0) on an all -inf row
+            "log(0) left to warn": '''def logsumexp(x):
+    """Shift by the row maximum, or by 0 where that is -inf; there the sum is 0 and its log -inf (NumPy warns)."""
+    top = x.max(axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    return (top + np.log(np.exp(x - top).sum(axis=-1, keepdims=True)))[..., 0]
+''',
+        },
     },
     "ex2": {
         "wrong": {

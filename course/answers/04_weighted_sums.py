@@ -20,12 +20,28 @@ ANSWERS = {
     return weights @ value, weights
 ''',
         },
-        "shortcut": '''def packed_attention(query, key, value, segments):
+        "shortcut": {
+            "calls the library's attention": '''def packed_attention(query, key, value, segments):
     """Calls the library's attention, which the exercise forbids."""
     segments = np.asarray(segments)
     same = segments[:, :, None] == segments[:, None, :]
     return nops.scaled_dot_product_attention(query, key, value, attn_mask=same)
 ''',
+            # torch's fused kernel reached by names the source never spells: the run shows the call
+            "torch's attention through importlib": '''import importlib
+
+
+def packed_attention(query, key, value, segments):
+    """The output from torch's fused attention, found through importlib and getattr; the weights by hand."""
+    fused = getattr(importlib.import_module("torch.nn." + "functional"), "scaled_dot_product" + "_attention")
+    segments = np.asarray(segments)
+    same = segments[:, :, None] == segments[:, None, :]
+    tensors = [importlib.import_module("to" + "rch").from_numpy(np.ascontiguousarray(a)) for a in (query, key, value)]
+    output = fused(*tensors, attn_mask=importlib.import_module("to" + "rch").from_numpy(same)).numpy()
+    scores = query @ key.transpose(0, 2, 1) / np.sqrt(query.shape[-1])
+    return output, nops.softmax(np.where(same, scores, -np.inf))
+''',
+        },
         "alternative": '''def packed_attention(query, key, value, segments):
     """One sequence at a time: gather its positions, attend among them, put the weights back in place."""
     segments = np.asarray(segments)
@@ -66,12 +82,27 @@ ANSWERS = {
     weights = np.tril(np.ones((length, length))) / np.arange(1, length + 1)[:, None]
     return weights @ value
 ''',
+            # the one call is made, and its output thrown away: the answer must be that call's output
+            "one throw-away call, then a lower-triangular average": '''def running_mean(value):
+    """One call to attention to satisfy the count; the running mean itself from tril(ones) / (i + 1)."""
+    nops.scaled_dot_product_attention(value, value, value)
+    length = value.shape[0]
+    return np.tril(np.ones((length, length))) / np.arange(1, length + 1)[:, None] @ value
+''',
         },
-        "alternative": '''def running_mean(value):
+        "alternative": {
+            "a boolean causal mask": '''def running_mean(value):
     """Equal scores from any constant query and key, with a boolean causal mask instead of is_causal."""
     ones = np.ones((value.shape[0], 3))
     output, _ = nops.scaled_dot_product_attention(ones, ones, value, attn_mask=nops.causal_mask(value.shape[0]))
     return output
 ''',
+            # the values themselves as queries, against zero keys: every score is 0 whatever the query
+            "zero keys, the values as queries, a copy returned": '''def running_mean(value):
+    """Zero keys make every score 0; the output is copied before it is returned."""
+    keys = np.zeros_like(value)
+    return nops.scaled_dot_product_attention(value, keys, value, is_causal=True)[0].copy()
+''',
+        },
     },
 }
