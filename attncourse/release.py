@@ -1,7 +1,9 @@
 """``make student``: the chapters as nbgrader assignments, ``source/<a>/`` and ``release/<a>/`` of the course.
 
-``source/<a>/<a>.ipynb`` is the chapter in plain Markdown (attncourse/markup.py), rewritten only when the chapter
-changed; ``release/<a>/`` is regenerated (nbgrader ``generate_assignment``) only then, or when it is missing.
+``source/<a>/<a>.ipynb`` is the chapter in plain Markdown (attncourse/markup.py), its glued numbers put into the
+prose from the chapter as this checkout computes it (the build's execution cache, attnsite/execution.py), rewritten
+only when that changed; ``release/<a>/`` is regenerated (nbgrader ``generate_assignment``) only then, or when it
+is missing.
 """
 
 from __future__ import annotations
@@ -11,23 +13,20 @@ from pathlib import Path
 import nbformat
 
 from attncourse.coursedir import Course, write_if_changed
+from attncourse.exercise_cells import chapters
 from attncourse.markup import Bibliography, equation_numbers, release_links, student_notebook
 from attncourse.result import Result
-
-
-def assignments(book: Path) -> list[Path]:
-    """The chapter notebooks, one assignment each (``book/01_dot_products.ipynb`` -> ``01_dot_products``)."""
-    return sorted(p for p in Path(book).glob("[0-9][0-9]_*.ipynb"))
+from attnsite.execution import executed
 
 
 def student_sources(book: Path) -> dict[str, nbformat.NotebookNode]:
     """``{assignment: chapter in plain Markdown}`` for every chapter of ``book``."""
-    chapters = {p.stem: nbformat.read(p, as_version=4) for p in assignments(book)}
-    numbers = equation_numbers(chapters)
+    notebooks = {p.stem: executed(p) for p in chapters(book)}  # the glued numbers its prose shows
+    numbers = equation_numbers(notebooks)
     bibfile = Path(book) / "references.bib"
     bib = Bibliography(bibfile) if bibfile.is_file() else None
-    links = release_links(book, chapters)
-    return {stem: student_notebook(nb, stem, numbers, bib, links) for stem, nb in chapters.items()}
+    links = release_links(book, notebooks)
+    return {stem: student_notebook(nb, stem, numbers, bib, links) for stem, nb in notebooks.items()}
 
 
 def prepare(book: Path, course: Course) -> list[str]:
@@ -46,7 +45,7 @@ def release(book: Path, course: Course) -> Result:
     """Student versions under ``release/<a>/<a>.ipynb``, regenerated for changed or missing ones; ``written``
     lists every assignment's release, in order."""
     changed = set(prepare(book, course))
-    names = [p.stem for p in assignments(book)]
+    names = [p.stem for p in chapters(book)]
     for name in names:
         if name in changed or not course.notebook("release", name).is_file():
             why = failure(course.api.generate_assignment(name, force=True, create=True))
