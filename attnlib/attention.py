@@ -8,21 +8,52 @@ path composes attnlib's own steps; ``need_weights=False`` takes the fast path, t
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import torch
 import torch.nn.functional as F
 
-from attnlib._checks import check_attention_args, check_dropout_p, check_weighted_sum_args, checked
+from attnlib._checks import (
+    batch_shape,
+    check_mask_args,
+    checked,
+    require_bool,
+    require_float,
+    require_float_tensor,
+    require_key_width,
+    require_like,
+    require_positive,
+    require_rank,
+    require_tensor,
+    require_value_length,
+)
 from attnlib.scores import dot_product_scores
 from attnlib.softmax import apply_mask, softmax
 
 _HALF = (torch.float16, torch.bfloat16)
 
 
+def check_weighted_sum_args(weights, value, require=require_tensor) -> None:
+    """The inputs of ``A V``: float weights (..., Lq, Lk) and value (..., Lk, Dv) of one dtype and device."""
+    require_float_tensor("weights", weights, 2, "(..., Lq, Lk)", require=require)
+    require_float_tensor("value", value, 2, "(..., Lk, Dv)", require=require)
+    require_value_length(value, weights.shape[-1], "weights", weights)
+    require_like("value", value, "weights", weights)
+    batch_shape(weights.shape[:-2], value.shape[:-2])
+
+
 @checked(check_weighted_sum_args)
 def weighted_sum(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     """Each output row is a weighted sum of value rows, ``A V``: (..., Lq, Lk), (..., Lk, Dv) -> (..., Lq, Dv)."""
     return weights @ value  # (..., Lq, Lk) @ (..., Lk, Dv) -> (..., Lq, Dv)
+
+
+def check_dropout_p(dropout_p) -> None:
+    """Raise TypeError/ValueError unless ``dropout_p`` is a real number in [0, 1]."""
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, Real):
+        raise TypeError(f"expected dropout_p to be a number in [0, 1], got {type(dropout_p).__name__}")
+    if not 0.0 <= dropout_p <= 1.0:  # also refuses NaN
+        raise ValueError(f"expected dropout_p in [0, 1], got {dropout_p}")
 
 
 @checked(check_dropout_p)
@@ -83,6 +114,71 @@ def _fast(query, key, value, *, attn_mask, dropout_p, is_causal, scale, groups):
     # Keep attnlib's promise for queries whose keys are all masked: a zero output, never NaN.
     allowed = attn_mask if attn_mask.dtype == torch.bool else attn_mask > float("-inf")
     return output.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+
+
+def check_attention_args(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                         enable_gqa=False, require=require_tensor) -> int:
+    """Check the arguments of scaled dot-product attention, shared by every attention path; returns Hq / Hkv.
+
+    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv) tensors (``require=require_array``: arrays);
+    ``attn_mask`` None or a bool/float mask broadcastable to (..., Lq, Lk) on the query's device;
+    ``is_causal`` a bool, not combined with a mask; ``scale`` None or positive; ``dropout_p`` in [0, 1];
+    ``enable_gqa`` a bool (then key and value may have fewer heads than the query).
+    """
+    require_bool("enable_gqa", enable_gqa)
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        require(name, t)
+    batch = check_qkv(query, key, value, enable_gqa)
+    require_positive("scale", scale, allow_none=True)
+    check_dropout_p(dropout_p)
+    device = query.device if isinstance(query, torch.Tensor) else None
+    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], (batch,), device, require)
+    return query.shape[-3] // key.shape[-3] if enable_gqa else 1
+
+
+def check_qkv(query, key, value, enable_gqa: bool = False) -> tuple:
+    """Check float query (..., Hq, Lq, Dk), key (..., Hkv, Lk, Dk), value (..., Hkv, Lk, Dv) of one dtype/device.
+
+    Without ``enable_gqa`` the heads are ordinary batch dims (Hq = Hkv after broadcasting); with it Hq must
+    be a multiple of Hkv. Returns the leading dims the three broadcast to, as the query sees them.
+    """
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        require_float(name, x)
+    rank = 3 if enable_gqa else 2
+    require_rank("query", query, rank, "(..., Hq, Lq, Dk)" if enable_gqa else "(..., Lq, Dk)")
+    require_rank("key", key, rank, "(..., Hkv, Lk, Dk)" if enable_gqa else "(..., Lk, Dk)")
+    require_rank("value", value, rank, "(..., Hkv, Lk, Dv)" if enable_gqa else "(..., Lk, Dv)")
+    if key.shape[-2] == 0 or key.shape[-1] == 0:
+        raise ValueError(f"expected key of shape (..., Lk, Dk) with Lk >= 1 and Dk >= 1, got {tuple(key.shape)}")
+    require_key_width(query, key)
+    require_value_length(value, key.shape[-2], "key", key)
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(f"expected query, key and value to share one dtype, got "
+                        f"{query.dtype}, {key.dtype}, {value.dtype}")
+    if isinstance(query, torch.Tensor) and not (query.device == key.device == value.device):
+        raise ValueError(f"expected query, key and value on one device, got "
+                         f"{query.device}, {key.device}, {value.device}")
+    if not enable_gqa:
+        return batch_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    groups = gqa_groups(query, key, value)
+    return batch_shape(query.shape[:-2], *(_grouped(t.shape[:-2], groups) for t in (key, value)))
+
+
+def gqa_groups(query, key, value) -> int:
+    """Query heads per key/value head for grouped-query attention: Hq / Hkv, checked."""
+    hq, hkv = query.shape[-3], key.shape[-3]
+    if value.shape[-3] != hkv:
+        raise ValueError(f"expected key and value with the same number of heads Hkv, got "
+                         f"{tuple(key.shape)} and {tuple(value.shape)}")
+    if hkv == 0 or hq % hkv:
+        raise ValueError(f"expected the query's heads Hq={hq} to be a multiple of the key/value heads Hkv, got "
+                         f"query {tuple(query.shape)}, key {tuple(key.shape)}")
+    return hq // hkv
+
+
+def _grouped(batch: tuple, groups: int) -> tuple:
+    """Leading dims (..., Hkv) as the query sees them, (..., Hkv * G): each key/value head serves G query heads."""
+    return batch if groups == 1 else (*batch[:-1], batch[-1] * groups)
 
 
 @checked(check_attention_args)

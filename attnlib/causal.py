@@ -19,17 +19,21 @@ from __future__ import annotations
 import torch
 
 from attnlib._checks import (
-    check_cache_append,
-    check_cached_attention,
-    check_kv_layout_args,
-    check_paged_append,
-    check_paged_attention,
-    check_sliding_window_args,
     checked,
+    require_float_tensor,
+    require_like,
+    require_positive_int,
     require_positive_ints,
+    require_tensor,
 )
-from attnlib.attention import scaled_dot_product_attention
-from attnlib.softmax import causal_mask
+from attnlib.attention import check_attention_args, scaled_dot_product_attention
+from attnlib.softmax import causal_mask, check_causal_mask_args
+
+
+def check_sliding_window_args(lq, lk, window, device=None) -> None:
+    """A sliding-window mask's arguments: those of an end-aligned causal mask and a window > 0."""
+    require_positive_int("window", window)
+    check_causal_mask_args(lq, lk, device, "lower_right")
 
 
 @checked(check_sliding_window_args)
@@ -49,6 +53,38 @@ def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, length: in
                    batch_size: int = 1, bytes_per_value: int = 2) -> int:
     """Bytes of a KV cache: 2 (keys and values) x layers x KV heads x head width x positions x batch x bytes."""
     return 2 * num_layers * num_kv_heads * head_dim * length * batch_size * bytes_per_value
+
+
+def check_new_positions(name: str, t, store, shape: tuple, layout: str) -> None:
+    """A cache's new keys or values: a float tensor like ``store`` whose dims equal ``shape`` (None: any)."""
+    require_float_tensor(name, t, len(shape), layout, max_rank=len(shape))
+    require_like(name, t, "the cache", store)
+    if any(n is not None and n != m for n, m in zip(shape, t.shape, strict=True)):
+        wanted = ", ".join("Lnew" if n is None else str(n) for n in shape)
+        raise ValueError(f"expected {name} of shape {layout} = ({wanted}) like the cache, got {tuple(t.shape)}")
+
+
+def check_cache_append(cache, layer, key, value) -> None:
+    """KVCache.append's inputs: a layer of the cache, key (B, Hkv, Lnew, Dk) and value (B, Hkv, Lnew, Dv) shaped
+    like its storage, and room for them."""
+    layers = len(cache.keys)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
+        raise ValueError(f"expected layer in [0, {layers - 1}], got {layer!r}")
+    for name, t, store in (("key", key, cache.keys[layer]), ("value", value, cache.values[layer])):
+        b, h, _, d = store.shape
+        check_new_positions(name, t, store, (b, h, None, d), "(B, Hkv, Lnew, D)")
+    same_length(key, value, dim=2)
+    end = cache.lengths[layer] + key.shape[2]
+    if end > cache.max_length:
+        raise ValueError(f"expected at most max_length={cache.max_length} positions in the cache, got "
+                         f"{cache.lengths[layer]} stored + {key.shape[2]} new = {end}")
+
+
+def same_length(key, value, dim: int) -> None:
+    """Raise ValueError unless key and value bring the same number of new positions (along ``dim``)."""
+    if key.shape[dim] != value.shape[dim]:
+        raise ValueError(f"expected key and value with the same number of new positions, got "
+                         f"{tuple(key.shape)} and {tuple(value.shape)}")
 
 
 class KVCache:
@@ -91,6 +127,23 @@ class KVCache:
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
 
+def check_cached_attention(cache, layer, query, key, value, window=None) -> None:
+    """cached_attention's inputs: the cache's (``check_cache_append``), a query that can attend to its keys
+    (..., Hq, Lnew, Dk) with Hq a multiple of Hkv, and a window that is None or > 0. Nothing is stored
+    before all of them have passed."""
+    check_cache_append(cache, layer, key, value)
+    _check_query_for(query, cache.keys[layer], cache.values[layer])
+    if window is not None:
+        require_positive_int("window", window)
+
+
+def _check_query_for(query, keys, values) -> None:
+    """A query (..., Hq, Lq, Dk) that attends to a cache's keys (..., Hkv, L, Dk) and values, Hq a multiple of Hkv."""
+    require_tensor("query", query)
+    gqa = query.ndim >= 3 and query.shape[-3] != keys.shape[-3]
+    check_attention_args(query, keys, values, enable_gqa=gqa)
+
+
 @checked(check_cached_attention)
 def cached_attention(cache: KVCache, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                      *, window: int | None = None,
@@ -122,7 +175,23 @@ def _heads_for(layout: str, num_heads: int, num_kv_heads: int | None) -> int:
     return {"mha": num_heads, "mqa": 1}.get(layout, num_kv_heads)
 
 
-@checked(check_kv_layout_args, layouts=KV_LAYOUTS)
+def check_kv_layout_args(layout, num_layers, num_heads, head_dim, num_kv_heads, latent_dim, rope_dim,
+                         bytes_per_value) -> None:
+    """kv_bytes_per_token's inputs: a layout of ``KV_LAYOUTS``, positive sizes, and what the layout needs: Hkv
+    dividing H for "gqa", the latent and rotary widths for "mla"."""
+    if layout not in KV_LAYOUTS:
+        raise ValueError(f"expected layout in {KV_LAYOUTS}, got {layout!r}")
+    require_positive_ints(num_layers=num_layers, num_heads=num_heads, head_dim=head_dim,
+                          bytes_per_value=bytes_per_value)
+    if layout == "mla":
+        require_positive_ints(latent_dim=latent_dim, rope_dim=rope_dim)
+    if layout == "gqa":
+        require_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(f"expected num_kv_heads dividing num_heads={num_heads}, got {num_kv_heads}")
+
+
+@checked(check_kv_layout_args)
 def kv_bytes_per_token(layout: str, num_layers: int, num_heads: int, head_dim: int, num_kv_heads: int | None = None,
                        latent_dim: int | None = None, rope_dim: int | None = None, bytes_per_value: int = 2) -> int:
     """Bytes the KV cache grows by per token, over all layers, for one attention ``layout``.
@@ -138,6 +207,13 @@ def kv_bytes_per_token(layout: str, num_layers: int, num_heads: int, head_dim: i
 
 
 # --- a paged KV cache (vLLM's PagedAttention) -----------------------------------------------------------------
+
+def check_paged_append(cache, key, value) -> None:
+    """PagedKVCache.append's inputs: key (Hkv, Lnew, Dk) and value (Hkv, Lnew, Dv) shaped like the pool."""
+    for name, t, store in (("key", key, cache.keys), ("value", value, cache.values)):
+        check_new_positions(name, t, store, (store.shape[1], None, store.shape[3]), "(Hkv, Lnew, D)")
+    same_length(key, value, dim=1)
+
 
 class PagedKVCache:
     """One layer's keys and values for many sequences, in fixed-size blocks from a shared pool.
@@ -212,6 +288,14 @@ class PagedKVCache:
         self.gather(seq)  # raises KeyError for an unknown sequence
         self.free_blocks.extend(reversed(self.block_tables.pop(seq)))
         del self.lengths[seq]
+
+
+def check_paged_attention(cache, seq, query, key, value) -> None:
+    """paged_attention's inputs: the pool's (``check_paged_append``) and a query (Hq, Lnew, Dk) for its keys."""
+    del seq  # any hashable id: a new one starts an empty sequence
+    check_paged_append(cache, key, value)
+    keys, values = (t[0] for t in (cache.keys, cache.values))  # (Hkv, block_size, D): one block, as a sequence's
+    _check_query_for(query, keys, values)
 
 
 @checked(check_paged_attention)

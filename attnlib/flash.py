@@ -19,7 +19,17 @@ import math
 
 import torch
 
-from attnlib._checks import check_flash_args, check_lse_args, checked, require_positive_ints
+from attnlib._checks import (
+    batch_shape,
+    check_mask_args,
+    checked,
+    require_float_tensor,
+    require_positive,
+    require_positive_int,
+    require_positive_ints,
+)
+from attnlib.attention import check_attention_args
+from attnlib.scores import check_scores_args
 
 DEFAULT_BLOCK_SIZE = 128
 SKIPPED, MASKED, FULL = 0, 1, 2  # what happens to a tile: skipped, computed with its mask, computed whole
@@ -281,6 +291,12 @@ class FlashAttention(torch.autograd.Function):
         return (*grads, None, None, None, None)
 
 
+def check_flash_args(query, key, value, attn_mask=None, is_causal=False, scale=None, block_size=128) -> None:
+    """flash_attention's inputs: scaled dot-product attention's, and a positive int ``block_size``."""
+    check_attention_args(query, key, value, attn_mask, is_causal=is_causal, scale=scale)
+    require_positive_int("block_size", block_size)
+
+
 @checked(check_flash_args)
 def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attn_mask: torch.Tensor | None = None, *, is_causal: bool = False, scale: float | None = None,
@@ -320,6 +336,18 @@ def _row_indices(rows, lq: int, device) -> torch.Tensor:
         return everything[rows].reshape(-1)
     except IndexError:
         raise ValueError(f"expected rows to index queries 0..{lq - 1}, got {rows!r}") from None
+
+
+def check_lse_args(query, key, lse, attn_mask=None, is_causal=False, scale=None) -> None:
+    """weights_from_lse's inputs: query (..., Lq, Dk), key (..., Lk, Dk), their mask and scale, lse (..., Lq)."""
+    check_scores_args(query, key)
+    batch = batch_shape(query.shape[:-2], key.shape[:-2])
+    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], (batch,), query.device)
+    require_positive("scale", scale, allow_none=True)
+    require_float_tensor("lse", lse, 1, "(..., Lq)")
+    if lse.shape[-1] != query.shape[-2] or lse.device != query.device:
+        raise ValueError(f"expected lse of shape (..., Lq) with Lq={query.shape[-2]} on {query.device}, "
+                         f"got {tuple(lse.shape)} on {lse.device}")
 
 
 @checked(check_lse_args)

@@ -23,14 +23,9 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from attnlib._checks import (
-    check_linear_attention_args,
-    check_linear_weights_args,
-    check_weight_bound_args,
-    checked,
-    require_float_tensor,
-    require_tensor,
-)
+from attnlib._checks import checked, require_bool, require_float_tensor, require_positive, require_tensor
+from attnlib.attention import check_attention_args
+from attnlib.scores import check_scores_args
 
 
 def check_feature_map_input(x, require=require_tensor) -> None:
@@ -47,6 +42,27 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
 def _features(feature_map: Callable, x: torch.Tensor) -> torch.Tensor:
     """φ(x) (..., L, Dk); the default map unchecked, since the caller has checked x."""
     return elu_feature_map.unchecked(x) if feature_map is elu_feature_map else feature_map(x)
+
+
+def require_feature_map(feature_map) -> None:
+    """Raise TypeError unless ``feature_map`` can be called (a function of a tensor, as linear attention uses it)."""
+    if not callable(feature_map):
+        raise TypeError(f"expected feature_map to be a function of a tensor, got {type(feature_map).__name__}")
+
+
+def check_linear_options(is_causal, eps, feature_map, lq: int, lk: int) -> None:
+    """Linear attention's options: a callable feature map, a bool ``is_causal`` (then Lq == Lk), eps > 0."""
+    require_feature_map(feature_map)
+    require_bool("is_causal", is_causal)
+    require_positive("eps", eps)
+    if is_causal and lq != lk:
+        raise ValueError(f"expected causal linear attention with Lq == Lk, got Lq={lq} and Lk={lk}")
+
+
+def check_linear_attention_args(query, key, value, is_causal=False, feature_map=None, eps=1e-6) -> None:
+    """Linear attention's inputs: those of attention without mask, and its options."""
+    check_attention_args(query, key, value)
+    check_linear_options(is_causal, eps, feature_map, query.shape[-2], key.shape[-2])
 
 
 @checked(check_linear_attention_args)
@@ -89,6 +105,12 @@ def linear_attention_recurrent(query: torch.Tensor, key: torch.Tensor, value: to
     return torch.stack(outputs, dim=-2)
 
 
+def check_linear_weights_args(query, key, is_causal=False, feature_map=None, eps=1e-6) -> None:
+    """linear_attention_weights' inputs: query (..., Lq, Dk), key (..., Lk, Dk) and the options."""
+    check_scores_args(query, key)
+    check_linear_options(is_causal, eps, feature_map, query.shape[-2], key.shape[-2])
+
+
 @checked(check_linear_weights_args)
 def linear_attention_weights(query: torch.Tensor, key: torch.Tensor, *, is_causal: bool = False,
                              feature_map: Callable = elu_feature_map, eps: float = 1e-6) -> torch.Tensor:
@@ -102,6 +124,12 @@ def linear_attention_weights(query: torch.Tensor, key: torch.Tensor, *, is_causa
     if is_causal:
         kernel = kernel.tril()  # key j <= query i
     return kernel / (kernel.sum(dim=-1, keepdim=True) + eps)
+
+
+def check_weight_bound_args(key, feature_map=None) -> None:
+    """max_weight_bound's inputs: float key (..., Lk, Dk) and a callable feature map."""
+    require_float_tensor("key", key, 2, "(..., Lk, Dk)")
+    require_feature_map(feature_map)
 
 
 @checked(check_weight_bound_args)

@@ -11,13 +11,25 @@ import torch
 from torch import nn
 
 from attnlib._checks import (
-    check_merge_heads,
-    check_multihead_config,
-    check_multihead_inputs,
-    check_split_heads,
+    check_mask_args,
     checked,
+    require_float_tensor,
+    require_like,
+    require_positive_int,
+    require_positive_ints,
+    require_rank,
+    require_tensor,
 )
 from attnlib.attention import scaled_dot_product_attention
+
+
+def check_split_heads(x, num_heads: int, require=require_tensor) -> None:
+    """x (B, L, D) with D divisible by ``num_heads``."""
+    require("x", x)
+    require_rank("x", x, 3, "(B, L, D)", max_rank=3)
+    require_positive_int("num_heads", num_heads)
+    if x.shape[-1] % num_heads:
+        raise ValueError(f"expected D divisible by num_heads={num_heads}, got x of shape {tuple(x.shape)}")
 
 
 @checked(check_split_heads)
@@ -27,11 +39,52 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     return x.reshape(b, length, num_heads, d // num_heads).transpose(1, 2)  # (B, L, H, Dk) -> (B, H, L, Dk)
 
 
+def check_merge_heads(x, require=require_tensor) -> None:
+    """merge_heads' input: x (B, H, L, Dk)."""
+    require("x", x)
+    require_rank("x", x, 4, "(B, H, L, Dk)", max_rank=4)
+
+
 @checked(check_merge_heads)
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, L, Dk) -> (B, L, H*Dk): concatenate the heads' outputs feature-wise."""
     b, h, length, dk = x.shape
     return x.transpose(1, 2).reshape(b, length, h * dk)  # (B, H, L, Dk) -> (B, L, H, Dk) -> (B, L, D)
+
+
+def check_multihead_config(embed_dim, num_heads, kdim=None, vdim=None, num_kv_heads=None) -> None:
+    """MultiHeadAttention's sizes: D divisible by H, H by Hkv; kdim and vdim None or positive."""
+    require_positive_ints(embed_dim=embed_dim, num_heads=num_heads)
+    if embed_dim % num_heads:
+        raise ValueError(f"expected embed_dim divisible by num_heads, got embed_dim={embed_dim}, "
+                         f"num_heads={num_heads}")
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    require_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(f"expected num_heads divisible by num_kv_heads, got num_heads={num_heads}, "
+                         f"num_kv_heads={num_kv_heads}")
+    require_positive_ints(**{name: width for name, width in (("kdim", kdim), ("vdim", vdim)) if width is not None})
+
+
+def require_features(name: str, x, width: int, like_name: str, like) -> None:
+    """A module's input: a float tensor (B, L, width) with the dtype and device of ``like`` (its weights)."""
+    require_float_tensor(name, x, 3, f"(B, L, {width})", max_rank=3)
+    require_like(name, x, like_name, like)
+    if x.shape[-1] != width:
+        raise ValueError(f"expected {name} of shape (B, L, {width}), got {tuple(x.shape)}")
+
+
+def check_multihead_inputs(module, query, key, value, attn_mask, is_causal) -> None:
+    """MultiHeadAttention.forward's inputs: query (B, Lq, D), key (B, Lk, kdim), value (B, Lk, vdim) like the
+    module's weights, and a mask broadcastable to (B, H, Lq, Lk) or ``is_causal``."""
+    widths = (("query", query, module.embed_dim), ("key", key, module.kdim), ("value", value, module.vdim))
+    for name, t, width in widths:
+        require_features(name, t, width, "the module's weights", module.out_proj.weight)
+    if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
+        raise ValueError(f"expected query (B, Lq, ...), key and value (B, Lk, ...) with matching B "
+                         f"and Lk, got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    batch = (query.shape[0], module.num_heads)  # the weights' leading dims (B, H)
+    check_mask_args(attn_mask, is_causal, query.shape[1], key.shape[1], (batch,), query.device)
 
 
 class MultiHeadAttention(nn.Module):

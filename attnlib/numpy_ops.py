@@ -10,21 +10,12 @@ import math
 
 import numpy as np
 
-from attnlib._checks import (
-    check_apply_mask_args,
-    check_attention_args,
-    check_causal_mask_args,
-    check_merge_heads,
-    check_padding_mask_args,
-    check_projection_args,
-    check_scale_args,
-    check_scores_args,
-    check_softmax_args,
-    check_split_heads,
-    check_weighted_sum_args,
-    checked,
-    require_array,
-)
+from attnlib._checks import checked, require_array
+from attnlib.attention import check_attention_args, check_weighted_sum_args
+from attnlib.multihead import check_merge_heads, check_split_heads
+from attnlib.scaling import check_scale_args
+from attnlib.scores import check_projection_args, check_scores_args
+from attnlib.softmax import check_apply_mask_args, check_causal_mask_args, check_padding_mask_args, check_softmax_args
 
 
 @checked(check_projection_args, require=require_array)

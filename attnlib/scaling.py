@@ -24,16 +24,22 @@ from numbers import Real
 import torch
 
 from attnlib._checks import (
-    check_scale_args,
     checked,
     require_bool,
     require_float,
+    require_float_tensor,
     require_key_width,
     require_positive,
     require_positive_int,
     require_rank,
     require_tensor,
 )
+
+
+def check_scale_args(scores, d_k, require=require_tensor) -> None:
+    """scale_scores' inputs: float scores (..., Lq, Lk) and a positive int Dk."""
+    require_float_tensor("scores", scores, 0, "", require=require)
+    require_positive_int("d_k", d_k)
 
 
 @checked(check_scale_args)

@@ -9,7 +9,42 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlib._checks import check_projection_args, check_scores_args, checked, require_positive_ints, require_projection
+from attnlib._checks import (
+    batch_shape,
+    checked,
+    require_float_tensor,
+    require_key_width,
+    require_like,
+    require_positive_ints,
+    require_tensor,
+)
+
+
+def check_projection_args(x, weight, bias, require=require_tensor) -> None:
+    """project's inputs: x (..., L, D), weight (D, Dk) of x's dtype and device, bias None or (Dk,)."""
+    require_projection(x, weight, bias, require)
+
+
+def require_projection(x, weight, bias, require=require_tensor, weight_name: str = "weight") -> None:
+    """The inputs of ``x @ weight + bias``: x (..., L, D), weight (D, Dk), bias None or (Dk,), one dtype.
+
+    ``weight_name`` names the weight in messages; a module's name says x must suit its weights, not the reverse.
+    """
+    require_float_tensor("x", x, 1, "(..., L, D)", require=require)
+    require_float_tensor(weight_name, weight, 2, "(D, Dk)", max_rank=2, require=require)
+    if weight_name == "weight":  # a plain call: the weight must suit x
+        require_like("weight", weight, "x", x)
+    else:  # a module's call: x must suit the module's weights
+        require_like("x", x, weight_name, weight)
+    if x.shape[-1] != weight.shape[0]:
+        raise ValueError(f"expected {weight_name} of shape (D, Dk) with D={x.shape[-1]} to match x "
+                         f"{tuple(x.shape)}, got {tuple(weight.shape)}")
+    if bias is None:
+        return
+    require_float_tensor("bias", bias, 1, "(Dk,)", max_rank=1, require=require)
+    require_like("bias", bias, "x", x)
+    if tuple(bias.shape) != (weight.shape[1],):
+        raise ValueError(f"expected bias of shape (Dk,) = ({weight.shape[1]},), got {tuple(bias.shape)}")
 
 
 @checked(check_projection_args)
@@ -17,6 +52,15 @@ def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = N
     """``x @ weight + bias``: (..., L, D) @ (D, Dk) -> (..., L, Dk); bias is (Dk,)."""
     out = x @ weight  # (..., L, D) @ (D, Dk) -> (..., L, Dk)
     return out if bias is None else out + bias
+
+
+def check_scores_args(query, key, require=require_tensor) -> None:
+    """The inputs of ``Q Kᵀ``: float query (..., Lq, Dk) and key (..., Lk, Dk) of one width, dtype and device."""
+    require_float_tensor("query", query, 2, "(..., Lq, Dk)", require=require)
+    require_float_tensor("key", key, 2, "(..., Lk, Dk)", require=require)
+    require_key_width(query, key)
+    require_like("key", key, "query", query)
+    batch_shape(query.shape[:-2], key.shape[:-2])
 
 
 @checked(check_scores_args)
