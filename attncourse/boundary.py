@@ -36,6 +36,11 @@ def __boundary_violations(name, names, operators):
     return [str(v) for v in violations(get_ipython().user_ns[name], names, operators)]
 
 
+def __boundary_watch(name, args, kwargs):
+    from attnlib.exercises import watch
+    return watch(get_ipython().user_ns[name], *args, **kwargs).data()
+
+
 def __boundary_call(name, request, reply):
     import json, pickle, traceback, tracemalloc, warnings
     import numpy as np

@@ -9,12 +9,12 @@ code patched in its kernel, a wrong value fails. The verdict becomes the test ce
 scores as always: a pass message (or a ``Credit``'s score), or the error that failed it.
 
 Warnings: a warning the student's call emitted is raised again here, with its category. It costs points only
-where the exercise's checks say it matters (3.1's hidden test turns warnings into errors); nbgrader's rule
+where the exercise's checks say it matters (a test that turns warnings into errors); nbgrader's rule
 "anything on stderr scores 0" no longer applies, since the grade comes from the checks, not from stderr.
 
 What the student's process reports about itself (a call's peak memory for ``tracemalloc``, the rule checks of
-``attnlib.exercises.forbid``, which must look at the student's function objects) is computed in that process
-and could be faked by a hostile answer; the values compared are not.
+``attnlib.exercises.forbid`` and ``watch``, which must look at the student's function objects and at what they
+call) is computed in that process and could be faked by a hostile answer; the values compared are not.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class Proxy:
 
 @contextlib.contextmanager
 def remote_rules(kernel: StudentKernel) -> Iterator[None]:
-    """``attnlib.exercises.forbid`` on a ``Proxy`` checks the student's function in its own kernel."""
+    """``attnlib.exercises.forbid`` and ``watch`` on a ``Proxy`` check the student's function in its own kernel."""
     original = attnlib.exercises.forbid
 
     def forbid(func, *, rule, names=(), operators=()):
@@ -108,11 +108,23 @@ def remote_rules(kernel: StudentKernel) -> Iterator[None]:
         assert not found, f"the exercise says: {rule}; {func.__name__} breaks it at " + ", ".join(map(str, found))
         return None
 
-    attnlib.exercises.forbid = forbid
+    watch = attnlib.exercises.watch
+
+    def remote_watch(func, *args, **kwargs):  # the run happens in the student's kernel; its record comes as data
+        if not isinstance(func, Proxy):
+            return watch(func, *args, **kwargs)
+        data, emitted, _ = kernel.call("__boundary_watch", (func.__name__, args, kwargs), {})
+        for category, message in emitted:
+            kind = getattr(builtins, category, None)
+            warnings.warn(message, kind if isinstance(kind, type) and issubclass(kind, Warning) else UserWarning,
+                          stacklevel=2)
+        return attnlib.exercises.Run.from_data(func, data)
+
+    attnlib.exercises.forbid, attnlib.exercises.watch = forbid, remote_watch
     try:
         yield
     finally:
-        attnlib.exercises.forbid = original
+        attnlib.exercises.forbid, attnlib.exercises.watch = original, watch
 
 
 def run_check(source: str, namespace: dict) -> list[dict]:
