@@ -194,8 +194,9 @@ def exercise_scores(course: Path) -> dict[tuple[str, str], str]:
 
 EXPECTED = {  # (student, exercise) -> score
     **{(s, e): "0" for s in ("patcher", "honest") for e in ("ex1", "ex2")},
-    ("silencer", "ex1"): "0", ("silencer", "ex2"): "2",  # 3.1 says a warning matters; 3.2 is right (its look
-    #                                                      around finds nothing and costs nothing)
+    ("silencer", "ex1"): "3", ("silencer", "ex2"): "2",  # 3.1 grades values: log(0) = -inf is right, and its
+    #                                                      warning, silenced or not, costs nothing (#45); 3.2 is
+    #                                                      right (its look around finds nothing and costs nothing)
     ("endless", "ex1"): "0", ("endless", "ex2"): "2",  # the loop is stopped; the 60 MB print costs nothing
     ("correct", "ex1"): "3", ("correct", "ex2"): "2",
 }
