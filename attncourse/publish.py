@@ -12,10 +12,9 @@ import shutil
 from pathlib import Path
 
 from attncourse.coursedir import Course
+from attncourse.exercise_cells import RELEASE_DIR
 from attncourse.release import release
 from attncourse.result import Result
-
-RELEASE_DIR = Path(__file__).resolve().parents[1] / "course" / "release"
 
 
 def publish(book: Path, course: Course, target: Path = RELEASE_DIR) -> Result:

@@ -30,7 +30,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from attncourse.exercise_cells import BEGIN_HIDDEN, BEGIN_SOLUTION, marked_lines, nbgrader
-from attncourse.publish import RELEASE_DIR as RELEASE
+from attncourse.exercise_cells import RELEASE_DIR as RELEASE
 
 EDITIONS = ("student", "instructor")
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")  # what nbgrader's release puts in place
