@@ -35,6 +35,26 @@ def bahdanau_scores(query, key, w_q, w_k, w):
     """Calls the library function the exercise says not to call, renamed."""
     return addsc(*(torch.from_numpy(a) for a in (query, key, w_q, w_k, w))).numpy()
 ''',
+            # the reference itself, reached through sys.modules: no name the source check can see, the run sees it
+            "the reference through sys.modules": '''import sys
+
+
+def bahdanau_scores(query, key, w_q, w_k, w):
+    """The reference itself, fetched from sys.modules by names the source never spells."""
+    reference = sys.modules["attn" + "lib.altern" + "atives"].additive_scores
+    library = sys.modules["tor" + "ch"]
+    return reference(*(library.from_numpy(a) for a in (query, key, w_q, w_k, w))).numpy()
+''',
+            # the right formula in torch reached through importlib: breaks "NumPy only", so it loses that point
+            "torch through importlib": '''import importlib
+
+
+def bahdanau_scores(query, key, w_q, w_k, w):
+    """The formula right, computed by torch found through importlib."""
+    library = importlib.import_module("tor" + "ch")
+    q, k, wq, wk, v = (library.from_numpy(a) for a in (query, key, w_q, w_k, w))
+    return (library.tanh((q @ wq)[:, None, :] + (k @ wk)[None, :, :]) @ v).numpy()
+''',
             # the right formula in torch: breaks "NumPy only", so it loses that rule's point
             "writes it in torch": '''import numpy as np
 import torch
@@ -46,7 +66,8 @@ def bahdanau_scores(query, key, w_q, w_k, w):
     return (torch.tanh((q @ wq)[:, None, :] + (k @ wk)[None, :, :]) @ v).numpy()
 ''',
         },
-        "alternative": '''import numpy as np
+        "alternative": {
+            "loops over the pairs": '''import numpy as np
 
 
 def bahdanau_scores(query, key, w_q, w_k, w):
@@ -57,6 +78,15 @@ def bahdanau_scores(query, key, w_q, w_k, w):
             scores[i, j] = w @ np.tanh(q @ w_q + k @ w_k)
     return scores
 ''',
+            "np.newaxis and einsum": '''import numpy as np
+
+
+def bahdanau_scores(query, key, w_q, w_k, w):
+    """Broadcast with np.newaxis, then contract the hidden axis with einsum."""
+    hidden = np.einsum("qd,dh->qh", query, w_q)[:, np.newaxis] + np.einsum("kd,dh->kh", key, w_k)[np.newaxis]
+    return np.einsum("qkh,h->qk", np.tanh(hidden), w)
+''',
+        },
     },
     "ex2": {
         "wrong": {

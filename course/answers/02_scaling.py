@@ -18,8 +18,9 @@ def score_backward(query, key, upstream, scale=None):
     d_scores = p * (upstream - (p * upstream).sum(axis=-1, keepdims=True))
     return d_scores @ key, d_scores.T @ query
 ''',
-        # right numbers, by asking torch's autograd: the exercise says NumPy only, no autograd
-        "shortcut": '''import numpy as np
+        "shortcut": {
+            # right numbers, by asking torch's autograd: the exercise says NumPy only, no autograd
+            "torch's autograd": '''import numpy as np
 import torch
 
 
@@ -30,6 +31,21 @@ def score_backward(query, key, upstream, scale=None):
     (torch.softmax(scale * q @ k.T, dim=-1) * torch.tensor(upstream)).sum().backward()
     return q.grad.numpy(), k.grad.numpy()
 ''',
+            # right numbers through one Jacobian per row, built by functions found with getattr: the run sees them
+            "a Jacobian per row, its functions found by getattr": '''import numpy as np
+
+from attnlib import numpy_ops
+
+
+def score_backward(query, key, upstream, scale=None):
+    """One Jacobian diag(p) - p pᵀ per query row (symmetric, so Jᵀ g = J g)."""
+    scale = 1 / np.sqrt(query.shape[-1]) if scale is None else scale
+    p = numpy_ops.softmax(scale * (query @ key.T))
+    outer, diag = getattr(np, "out" + "er"), getattr(np, "di" + "ag")
+    d_scores = scale * np.stack([(diag(row) - outer(row, row)) @ g for row, g in zip(p, upstream)])
+    return d_scores @ key, d_scores.T @ query
+''',
+        },
         # its own stable softmax and einsum, one line per step of the chain rule
         "alternative": '''import numpy as np
 
