@@ -76,12 +76,15 @@ def executed(path: Path, timeout: int = 600) -> nbformat.NotebookNode:
 
 
 def empty_stale_cache(app, config) -> None:
-    """``config-inited``: in ``cache`` mode, the cache holds only what the current attnlib computed."""
+    """``config-inited``: in ``cache`` mode, the cache holds only what the current attnlib computed; the key is also
+    a config value of Sphinx's environment, so a new key makes Sphinx read every page again (and execute them)."""
     if config.nb_execution_mode == "cache":
         fresh_cache(Path(config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"))
+        config.attnlib_execution_key = cache_key()
 
 
 def setup(app) -> dict:
     """Register the check, before myst-nb reads its configuration."""
+    app.add_config_value("attnlib_execution_key", "", "env")
     app.connect("config-inited", empty_stale_cache, priority=400)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
