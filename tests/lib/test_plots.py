@@ -2,15 +2,12 @@
 
 import base64
 import io
-import json
 import re
 import warnings
-from html.parser import HTMLParser
 
 import matplotlib
 
 matplotlib.use("Agg")
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -359,56 +356,6 @@ def test_describer_names_panels_of_a_grid_and_tells_heads_apart():
     plt.close("all")
 
 
-def _chapter_images():
-    """(chapter, cell id, PNG bytes, alt) of every figure a chapter stores, and of its explorers' states."""
-    import nbformat  # noqa: PLC0415
-
-    for path in sorted((Path(__file__).resolve().parents[2] / "book").glob("0*.ipynb")):
-        notebook = nbformat.read(path, as_version=4)
-        for cell in notebook.cells:
-            for output in cell.get("outputs", []):
-                data = output.get("data", {})
-                if "image/png" in data:
-                    alt = output.get("metadata", {}).get("image/png", {}).get("alt", "")
-                    yield path.stem, cell.get("id"), base64.b64decode(data["image/png"]), alt
-
-
-def _explorer_states():
-    """(chapter, [alt of each state]) of every explorer a chapter stores (widget state)."""
-    import html as html_module  # noqa: PLC0415
-
-    for path in sorted((Path(__file__).resolve().parents[2] / "book").glob("0*.ipynb")):
-        widgets = json.loads(path.read_text(encoding="utf-8"))["metadata"].get("widgets", {})
-        text = json.dumps(widgets, ensure_ascii=False)
-        alts = [html_module.unescape(a) for a in re.findall(r'(?:alt|aria-label)=\\"(.*?)\\"', text)]
-        yield path.stem, [a for a in alts if len(a) > 40]
-
-
-def test_every_chapter_figure_has_a_true_description():
-    checked = 0
-    for chapter, cell, _, alt in _chapter_images():
-        assert alt, f"{chapter} cell {cell}: no description"
-        assert alt_problems(alt) == [], f"{chapter} cell {cell}: {alt_problems(alt)} in {alt[:300]}"
-        checked += 1
-    for chapter, alts in _explorer_states():
-        for alt in alts:
-            assert alt_problems(alt) == [], f"{chapter} explorer state: {alt_problems(alt)} in {alt[:300]}"
-        assert len(alts) == len(set(alts)), f"{chapter}: two explorer states described identically"
-    assert checked > 30
-
-
-def test_every_chapter_figure_has_one_colour_bar_per_heatmap_or_one_shared_beside_them():
-    counted = 0
-    for chapter, cell, png, _ in _chapter_images():
-        census = plots.png_text(png).get(images.COLORBARS_KEY)
-        assert census, f"{chapter} cell {cell}: figure stored without its colour-bar census (re-execute it)"
-        census = json.loads(census)
-        assert census["colorbars"] <= census["heatmaps"], f"{chapter} cell {cell}: stray colour bars {census}"
-        assert census["overlaps"] == [], f"{chapter} cell {cell}: a colour bar drawn over a panel {census}"
-        counted += 1
-    assert counted > 30
-
-
 def test_colour_bar_census_sees_a_bar_drawn_over_a_panel():
     fig, axes = plt.subplots(1, 2)
     for ax in axes:
@@ -420,27 +367,6 @@ def test_colour_bar_census_sees_a_bar_drawn_over_a_panel():
     fig.colorbar(axes[0].images[0], cax=inset)
     assert images.colour_bars(fig)["overlaps"]
     plt.close("all")
-
-
-def test_every_chapter_figure_writes_cell_numbers_legible_on_a_phone():
-    """Cell numbers are >= 9 CSS px at the figure's own size; attnsite/a11y.py keeps a figure at that size on
-    a 390 px phone (it scrolls in its box) whenever fitting it into the column would shrink them below 9 px."""
-    from attnsite import a11y  # noqa: PLC0415 - the site's build side, only this test needs it
-
-    numbered = 0
-    for chapter, cell, png, _ in _chapter_images():
-        chunks = plots.png_text(png)
-        if images.CELL_TEXT_KEY not in chunks:
-            continue
-        px = float(chunks[images.CELL_TEXT_KEY])
-        assert px >= a11y.LEGIBLE_PX, f"{chapter} cell {cell}: cell numbers {px} CSS px"
-        width = -(-Image.open(io.BytesIO(png)).size[0] // int(chunks[images.SCALE_KEY]))
-        shown = px * (1 if a11y.shrinks_illegibly(width, px) else min(1, a11y.PHONE_COLUMN / width))
-        assert shown >= a11y.LEGIBLE_PX, f"{chapter} cell {cell}: {shown:.1f} CSS px on a phone"
-        numbered += 1
-    assert numbered > 10
-    assert a11y.shrinks_illegibly(711, 9) and not a11y.shrinks_illegibly(300, 9)
-    assert not a11y.shrinks_illegibly(900, None)  # no numbers in its cells: it may shrink
 
 
 # --- a figure's message: the first sentence of its text alternative ----------------------------------------
@@ -506,55 +432,6 @@ def test_say_names_what_it_expected_for_a_wrong_type():
     plots.say(fig, "√dₖ scaling keeps the spread near 1.")  # a symbol may open a sentence
     assert plots.message_of(fig) == "√dₖ scaling keeps the spread near 1."
     plt.close("all")
-
-
-class _Figures(HTMLParser):
-    """The attributes of every <img> and inline <svg role="img"> in an HTML string."""
-
-    def __init__(self):
-        super().__init__()
-        self.found: list[dict] = []
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "img" or (tag == "svg" and attrs.get("role") == "img"):
-            self.found.append({"alt": attrs.get("alt", attrs.get("aria-label")),
-                               "message": attrs.get(images.MESSAGE_ATTRIBUTE)})
-
-
-def _strings(node):
-    if isinstance(node, str):
-        yield node
-    for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
-        yield from _strings(value)
-
-
-def chapter_figure_messages():
-    """(notebook, where, message, alt) of every figure a chapter or the background page stores: each cell's
-    PNG (message from its ``attnlib-message`` chunk) and each explorer state's image (from its attribute)."""
-    for path in sorted((Path(__file__).resolve().parents[2] / "book").glob("*.ipynb")):
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-        for cell in notebook["cells"]:
-            for output in cell.get("outputs", []):
-                if "image/png" in output.get("data", {}):
-                    chunks = plots.png_text(base64.b64decode(output["data"]["image/png"]))
-                    yield path.stem, f"cell {cell.get('id')}", chunks.get(images.MESSAGE_KEY), chunks[images.ALT_KEY]
-        for text in _strings(notebook["metadata"].get("widgets", {})):
-            if "<img" in text or "<svg" in text:
-                parser = _Figures()
-                parser.feed(text)
-                for figure in parser.found:
-                    yield path.stem, "explorer state", figure["message"], figure["alt"]
-
-
-def test_every_chapter_figure_leads_with_its_message():
-    seen = 0
-    for notebook, where, message, alt in chapter_figure_messages():
-        assert message, f"{notebook} {where}: no message (say(fig, '...') in the cell that draws it): {alt[:120]}"
-        assert alt_text.check_message(message) == message
-        assert alt.startswith(message + " ") and len(alt) > len(message) + 10, f"{notebook} {where}: {alt[:200]}"
-        seen += 1
-    assert seen > 50
 
 
 def test_figures_carry_their_smallest_text_size():

@@ -25,6 +25,7 @@ import torch
 from attnlib.induction import ARCHITECTURE, SYMBOLS, AttentionOnlyTransformer, repeated_tokens
 from attnlib.interpret import ablation_loss
 from attnsite import live_induction as li
+from attnsite.execution import executed
 from attnsite.site_assets import STATIC
 from attnsite.sources import imported_modules
 from tests import browser_utils as bu
@@ -65,8 +66,8 @@ def _model(exported: dict, dtype=torch.float32) -> AttentionOnlyTransformer:
 
 
 def _glued(name: str) -> float:
-    """A number chapter 9 glued into its prose, from its stored outputs."""
-    notebook = json.loads(CHAPTER.read_text(encoding="utf-8"))
+    """A number chapter 9 glued into its prose, from the chapter as the build executed it."""
+    notebook = executed(CHAPTER)
     for cell in notebook["cells"]:
         if f'glue("{name}"' in "".join(cell["source"]):
             records = [o["data"] for o in cell.get("outputs", []) if "application/papermill.record/text/plain"
