@@ -263,8 +263,9 @@ class FlashAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, is_causal=False, scale=None, attn_mask=None, block_size=DEFAULT_BLOCK_SIZE):
-        """Tile by tile (``tiled_forward``) on grouped views; saves q, k, v, the output and the lse."""
+    def forward(ctx, query, key, value, is_causal=False, scale=None, attn_mask=None,
+                block_size=DEFAULT_BLOCK_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
+        """(output (..., Lq, Dv), lse (..., Lq)) tile by tile (``tiled_forward``); saves q, k, v, output, lse."""
         q, k, v, mask, groups = _grouped(query, key, value, attn_mask)
         output, lse = tiled_forward(q, k, v, mask, is_causal, scale, block_size)
         if groups > 1:
@@ -275,7 +276,7 @@ class FlashAttention(torch.autograd.Function):
         return output, lse
 
     @staticmethod
-    def backward(ctx, grad_out, grad_lse):
+    def backward(ctx, grad_out, grad_lse) -> tuple:
         """``tiled_backward`` on the same views, each gradient summed back to its input's shape and dtype."""
         query, key, value, output, lse, attn_mask = ctx.saved_tensors
         if grad_out is None:
@@ -291,20 +292,23 @@ class FlashAttention(torch.autograd.Function):
         return (*grads, None, None, None, None)
 
 
-def check_flash_args(query, key, value, attn_mask=None, is_causal=False, scale=None, block_size=128) -> None:
+def check_flash_args(query, key, value, attn_mask=None, is_causal=False, scale=None, block_size=128,
+                     enable_gqa=False) -> None:
     """flash_attention's inputs: scaled dot-product attention's, and a positive int ``block_size``."""
-    check_attention_args(query, key, value, attn_mask, is_causal=is_causal, scale=scale)
+    check_attention_args(query, key, value, attn_mask, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
     require_positive_int("block_size", block_size)
 
 
 @checked(check_flash_args)
 def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attn_mask: torch.Tensor | None = None, *, is_causal: bool = False, scale: float | None = None,
-                    block_size: int = DEFAULT_BLOCK_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
+                    block_size: int = DEFAULT_BLOCK_SIZE,
+                    enable_gqa: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact ``softmax(Q Kᵀ · scale + mask) V`` tile by tile; returns ``(output (..., Lq, Dv), lse (..., Lq))``.
 
-    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); ``attn_mask``, ``is_causal`` and ``scale``
-    as in ``attnlib.scaled_dot_product_attention``. Tiles are ``block_size`` queries by ``block_size`` keys.
+    query (..., Lq, Dk), key (..., Lk, Dk), value (..., Lk, Dv); ``attn_mask``, ``is_causal``, ``scale`` and
+    ``enable_gqa`` as in ``attnlib.scaled_dot_product_attention``. Tiles are ``block_size`` queries by
+    ``block_size`` keys.
     ``lse`` is each query's log-sum-exp of its scaled, masked scores (``-inf`` for a fully masked
     query, whose output is zero). Output keeps the input dtype; half-precision inputs are computed
     in float32 and their ``lse`` is float32. Differentiable (``FlashAttention``): the backward pass is
@@ -319,10 +323,15 @@ def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 
 
 def _fused_kernel_takes(query, key, value) -> bool:
-    """Whether the inputs go to the Triton kernel: CUDA tensors of one batch shape, 16- or 32-bit, Triton present."""
+    """Whether the inputs go to the Triton kernel: 16- or 32-bit CUDA tensors with the same leading dims but for
+    fewer key/value heads (dim -3) dividing the query's, and Triton installed."""
     if query.device.type != "cuda" or query.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return False
-    if query.shape[:-2] != key.shape[:-2] or key.shape[:-2] != value.shape[:-2]:
+    if not query.ndim == key.ndim == value.ndim or query.shape[:-3] != key.shape[:-3]:
+        return False
+    if key.shape[:-1] != value.shape[:-1]:
+        return False
+    if query.ndim >= 3 and query.shape[-3] % key.shape[-3]:
         return False
     return importlib.util.find_spec("triton") is not None
 

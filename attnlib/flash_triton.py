@@ -354,8 +354,8 @@ class FlashAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, is_causal=False, scale=None):
-        """Run ``forward_kernel``; save the inputs, the output and the lse."""
+    def forward(ctx, query, key, value, is_causal=False, scale=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(output (..., Lq, Dv), lse (..., Lq)) by ``forward_kernel``; saves the inputs, the output and the lse."""
         _require_runnable(query, key, value)
         groups, width = _layout(query, key, value)
         scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
@@ -368,7 +368,7 @@ class FlashAttention(torch.autograd.Function):
         return output, lse
 
     @staticmethod
-    def backward(ctx, grad_out, grad_lse):
+    def backward(ctx, grad_out, grad_lse) -> tuple:
         """Run the backward kernels on dO; Δ = rowsum(dO ∘ O) − dL/d(lse) is computed first, by torch."""
         query, key, value, output, lse = ctx.saved_tensors
         groups, width, is_causal, scale = ctx.options

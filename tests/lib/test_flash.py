@@ -281,6 +281,8 @@ def test_grouped_query_attention_equals_torch_sdpa_enable_gqa(hq, hkv, is_causal
     expected = F.scaled_dot_product_attention(query, key, value, is_causal=is_causal, enable_gqa=True)
     assert output.shape == (2, hq, 10, 4) and lse.shape == (2, hq, 10)
     torch.testing.assert_close(output, expected, **tol(torch.float64))
+    public, _ = flash_attention(query, key, value, is_causal=is_causal, block_size=3, enable_gqa=True)
+    torch.testing.assert_close(public, expected, **tol(torch.float64))
     ours, theirs = _grads([output], (query, key, value)), _grads([expected], (query, key, value))
     for got, want in zip(ours, theirs, strict=True):
         torch.testing.assert_close(got, want, **tol(torch.float64))
