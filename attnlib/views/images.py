@@ -29,6 +29,8 @@ SCALE = 2  # image pixels per CSS pixel: 2x PNGs stay sharp on high-density scre
 ALT_KEY = "Description"  # the PNG text chunk (a registered keyword) that holds the figure's description
 SCALE_KEY = "attnlib-scale"  # PNG text chunk: pixels per CSS pixel, so a page shows the image at its size
 CELL_TEXT_KEY = "attnlib-cell-text-px"  # PNG text chunk: smallest number written in a heatmap cell, CSS px
+TEXT_KEY = "attnlib-text-px"  # PNG text chunk: the figure's smallest text (ticks, labels, legend, cells), CSS px
+TEXT_ATTRIBUTE = "data-attnlib-text-px"  # the same on an explorer state's <img> (and on the site's figures)
 COLORBARS_KEY = "attnlib-colorbars"  # PNG text chunk: ``colour_bars``' census (JSON), read by the tests
 MESSAGE_KEY = "attnlib-message"  # PNG text chunk: the figure's message (``alt_text.say``), the alt's first sentence
 MESSAGE_ATTRIBUTE = "data-attnlib-message"  # the same on an explorer state's <img> or inline <svg>
@@ -82,13 +84,39 @@ def cell_text_px(fig, dpi: int = 72) -> float | None:
     return min(sizes) if sizes else None
 
 
+def _texts(fig):
+    """Every text a figure draws: its own, and each visible axes' title, labels, tick labels (only ticks in view),
+    annotations and legend."""
+    yield from fig.texts
+    for legend in fig.legends:
+        yield from [legend.get_title(), *legend.get_texts()]
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        yield from [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+        if ax.axison:
+            for axis in (ax.xaxis, ax.yaxis):
+                yield from [*axis.get_ticklabels(), *axis.get_ticklabels(minor=True)]
+        if ax.get_legend() is not None:
+            yield from [ax.get_legend().get_title(), *ax.get_legend().get_texts()]
+
+
+def text_px(fig, dpi: int = 72) -> float | None:
+    """The smallest text the figure draws, in CSS pixels once it is shown at ``dpi`` at its own size (a page that
+    shows it narrower scales this down: the browser tests measure that); None for a figure without text."""
+    fig.canvas.draw()
+    sizes = [text.get_fontsize() * dpi / 72 for text in _texts(fig) if text.get_visible() and text.get_text().strip()]
+    return min(sizes) if sizes else None
+
+
 def figure_png(fig, dpi: int = 72, colors: int = 128, scale: int = SCALE, alt: str | None = None) -> tuple[bytes, dict]:
     """(PNG, metadata) of ``fig`` drawn at ``scale`` x ``dpi``, to be shown at ``dpi``.
 
     The metadata is Jupyter's for an image output: ``width``/``height`` in CSS pixels and ``alt``
-    (``describe_figure`` unless given). The PNG carries both too (text chunks ``Description`` and
-    ``attnlib-scale``), so the text alternative travels with the image wherever it goes; the figure's message
-    (``alt_text.say``), when it has one, also on its own (``attnlib-message``).
+    (``describe_figure`` unless given). The PNG carries both too (text chunks ``Description`` and ``attnlib-scale``),
+    and its smallest text in CSS px (``attnlib-text-px``, ``text_px``), so the text alternative travels
+    with the image wherever it goes; the figure's message (``alt_text.say``), when it has one, also on its own
+    (``attnlib-message``).
     """
     alt = describe_figure(fig) if alt is None else alt
     buffer = io.BytesIO()
@@ -101,6 +129,9 @@ def figure_png(fig, dpi: int = 72, colors: int = 128, scale: int = SCALE, alt: s
         info.add_text(MESSAGE_KEY, message_of(fig))
     if cell_text_px(fig, dpi) is not None:
         info.add_text(CELL_TEXT_KEY, f"{cell_text_px(fig, dpi):g}")
+    smallest = text_px(fig, dpi)
+    if smallest is not None:
+        info.add_text(TEXT_KEY, f"{smallest:g}")
     png = _quantize(buffer.getvalue(), colors, info)
     width, height = Image.open(io.BytesIO(png)).size
     return png, {"width": -(-width // scale), "height": -(-height // scale), "alt": alt}
@@ -175,8 +206,10 @@ def figure_to_html(fig, dpi: int = 72, alt: str | None = None) -> str:
     png, meta = figure_png(fig, dpi=dpi, alt=alt)
     plt.close(fig)
     data = base64.b64encode(png).decode("ascii")
+    smallest = png_text(png).get(TEXT_KEY)
+    text = f' {TEXT_ATTRIBUTE}="{smallest}"' if smallest else ""
     return (f'<img alt="{html.escape(alt)}"{_message_attribute(fig)} '
-            f'width="{meta["width"]}" height="{meta["height"]}" '
+            f'width="{meta["width"]}" height="{meta["height"]}"{text} '
             f'style="max-width:100%;height:auto" src="data:image/png;base64,{data}"/>')
 
 

@@ -9,10 +9,14 @@ keys attnlib can read (``attnlib.models.queries_keys_from_weights``).
 The JavaScript is BertViz's own ``neuron_view.js``, read from the installed package and rewritten
 like the other two views (``attnlib.views.bertviz``): no require.js or CDN (d3 and jQuery inlined from
 npm), parameters as ``<script>``-safe JSON, tokens put on the page as text only, a deterministic id.
-Four changes to BertViz's behaviour: the expand control is a visible ``<button>`` (BertViz's "+"
+Five changes to BertViz's behaviour: the expand control is a visible ``<button>`` (BertViz's "+"
 appears only while the mouse is over a token), query tokens can be reached with Tab (focus selects
-them, Enter or Space expands or collapses), each score cell carries its number as an SVG ``<title>``,
-and the score's heading says what is drawn, ``q · k / √d``.
+them, Enter or Space expands or collapses; only the shown panel's tokens are Tab stops), each score cell
+carries its number as an SVG ``<title>``, the score's heading says what is drawn, ``q · k / √d``, and the
+view fits its column: BertViz draws it 1,120 px wide (three 200 px vector columns), which put q × k, the
+scores and the softmax off-screen in a 672 px column; here the vector columns share the width the tokens
+leave, and where even that is too wide (a phone) the drawing is scaled down to the column, its text never
+below 9 px (past that it scrolls sideways in its box).
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from attnlib.views import html as views_html
 from attnlib.views.html import script_json
 
 _PARAMS_LINE = "const params = window.bertviz_params"
-_MIN_WIDTH = 1120  # px: BertViz's expanded layout (tokens, q, k, q × k, score, tokens) is this wide
 
 # BertViz's text -> ours; each must occur exactly once in bertviz 1.4.1's neuron_view.js
 _PATCHES = (
@@ -44,7 +47,20 @@ _PATCHES = (
     ("function showCollapsed() {", "function showCollapsed() {\n            attnlibSync(false);"),
     ("function showExpanded() {", "function showExpanded() {\n            attnlibSync(true);"),
     ("renderVisCollapsed(svg, leftText, rightText, att);",
-     "renderVisCollapsed(svg, leftText, rightText, att);\n            attnlibKeyboard();"),
+     "renderVisCollapsed(svg, leftText, rightText, att);\n            attnlibKeyboard();\n"
+     "            attnlibFit(svg, height);"),
+    # the layout fits its column (attnlibFit): the vectors' columns share what the tokens leave, not 200 px each,
+    # and the token columns are as wide as the longest token, not 120 px
+    ("const MATRIX_WIDTH = 200;", "const MATRIX_WIDTH = attnlibMatrixWidth();"),
+    ("const BOXWIDTH = TEXT_SIZE * 8;", "const BOXWIDTH = attnlibBoxWidth();"),
+    # headings centred over their (now narrower) columns; the score column's heading "q · k / √d" gets room
+    (".attr(\"x\", posQueries + 68)", ".attr(\"x\", posQueries + MATRIX_WIDTH / 2 - 30)"),
+    (".attr(\"x\", posKeys + 73)", ".attr(\"x\", posKeys + MATRIX_WIDTH / 2 - 22)"),
+    (".attr(\"x\", posProduct + 28)", ".attr(\"x\", posProduct + MATRIX_WIDTH / 2 - 20)"),
+    (".text('q \\u00D7 k (elementwise)')", ".text('q \\u00D7 k')"),
+    ("var posRightText = posDotProduct + BOXHEIGHT + PADDING_WIDTH;",
+     "var posRightText = posDotProduct + BOXHEIGHT + PADDING_WIDTH + attnlibScoreRoom();"),
+    (".attr(\"x\", posProduct + 55)", ".attr(\"x\", posProduct + 4)"),
     ("updateDotProducts(svg, dotProducts);", "updateDotProducts(svg, dotProducts);\n"
      "            attnlibTitles(svg, dotProducts, att);"),
     # the layer menu shows the layers' own numbers when only some layers are passed
@@ -61,7 +77,7 @@ _HTML = """<div id="{root}" class="attnlib-neuron" style="padding:8px;{font}">
   </div>
   <p style="margin:4px 0;font-size:13px">Point at a query token on the left, or reach it with Tab; the button
   (or Enter on the token) shows its query, every key, their element-wise product and the scores.</p>
-  <div style="overflow-x:auto"><div id="vis" style="min-width:{width}px"></div></div>
+  <div class="attnlib-neuron-scroll" style="overflow-x:auto"><div id="vis"></div></div>
 </div>
 """
 
@@ -145,5 +161,5 @@ def neuron_view(queries, keys, tokens, *, layer: int = 0, head: int = 0, layer_l
     params["root_div_id"] = root_id
     script = _javascript(root_id).replace(_PARAMS_LINE, "const params = " + script_json(params))  # data last
     libraries = views_html.libraries_script() if views_html.want_libraries(include_libraries) else ""
-    view = _HTML.format(root=root_id, width=_MIN_WIDTH, font=_FONT)
+    view = _HTML.format(root=root_id, font=_FONT)
     return HTML(view + libraries + f'<script type="text/javascript">\n{script}\n</script>\n')

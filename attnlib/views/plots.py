@@ -102,10 +102,17 @@ def _annotate(ax, m: np.ndarray, fmt: str, image) -> None:
                 color="white" if dark else "black")
 
 
-def head_grid(weights, tokens, ncols: int = 4, titles=None, query_tokens=None, annotate: bool = False,
+COLUMN_PX = 688  # CSS px of the website's text column, where a figure wider than this is scaled down
+GRID_COLUMNS = 3  # panels per row of a head grid: at 3.2 in each its text keeps 9 px or more in the column
+
+
+def head_grid(weights, tokens, ncols: int = GRID_COLUMNS, titles=None, query_tokens=None, annotate: bool = False,
               vmax=None, label: str = "weight") -> Figure:
     """One heatmap per head of weights (H, Lq, Lk), ``ncols`` per row, one shared colour bar (``label``)
-    in a column of its own; returns the Figure."""
+    in a column of its own; returns the Figure.
+
+    The default of three per row keeps the figure about ``COLUMN_PX`` wide: four (13.4 in) were scaled to 71 % in
+    the site's column, its 10 pt tick labels to 7 px; a grid needs a few panels per row to stay readable."""
     w = to_numpy(weights)
     if w.ndim != 3:
         raise ValueError(f"expected weights of shape (H, Lq, Lk), got {w.shape}")
@@ -149,7 +156,7 @@ def html_heatmap(matrix, row_labels, col_labels, caption: str = "", vmax: float 
     _check_matrix("matrix", m, row_labels, col_labels)
     top = float(np.max(m)) if vmax is None else float(vmax)
     top = top if top > 0 else 1.0
-    cell = '<td style="padding:1px 4px;text-align:right;background:{};color:{}">{}</td>'
+    cell = '<td style="padding:1px 3px;text-align:right;background:{};color:{}">{}</td>'
     header = "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in col_labels)
     rows = []
     for label, values in zip(row_labels, m.tolist(), strict=True):
@@ -161,5 +168,5 @@ def html_heatmap(matrix, row_labels, col_labels, caption: str = "", vmax: float 
               f'border:1px solid #767676"></span><span>{fmt.format(top)}</span></div>')
     return (f'<div class="attnlib-table" style="background:#fff;color:#000;display:inline-block;padding:2px">'
             f'<table style="border-collapse:collapse;font-size:12px;color:#000">'
-            f'<caption style="color:#000">{html.escape(caption)}</caption>'
+            f'<caption style="color:#000;text-align:left">{html.escape(caption)}</caption>'
             f"<tr><td></td>{header}</tr>{''.join(rows)}</table>{legend}</div>")
