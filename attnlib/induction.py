@@ -42,12 +42,13 @@ class AttentionOnlyTransformer(nn.Module):
                        device=first.q_proj.weight.device)
 
     def forward(self, tokens: torch.Tensor, cache: KVCache | None = None, need_weights: bool = False,
-                window: int | None = None) -> tuple[torch.Tensor, list[torch.Tensor | None] | None]:
+                window: int | None = None, sinks: int = 0) -> tuple[torch.Tensor, list[torch.Tensor | None] | None]:
         """tokens (B, L) -> (logits (B, L, vocab), per-layer weights (B, H, L, Lk) or None).
 
         Without ``cache`` every position attends causally to the ones before it. With a cache, ``tokens``
         are the next positions after those cached; their keys and values are appended to it. ``window``:
-        each position sees only itself and the ``window - 1`` positions before it (sliding window).
+        each position sees only itself and the ``window - 1`` positions before it (sliding window), and with
+        ``sinks`` also the first ``sinks`` positions (attention sinks, as StreamingLLM keeps them).
         """
         require_tensor("tokens", tokens)
         require_rank("tokens", tokens, 2, "(B, L)", max_rank=2)
@@ -60,22 +61,23 @@ class AttentionOnlyTransformer(nn.Module):
         weights = []
         for index, layer in enumerate(self.layers):
             if cache is None:
-                mask = None if window is None else sliding_window_mask(x.shape[1], x.shape[1], window, x.device)
+                mask = None if window is None else sliding_window_mask(x.shape[1], x.shape[1], window, x.device,
+                                                                       sinks=sinks)
                 out, w = layer(x, attn_mask=mask, is_causal=window is None, need_weights=need_weights)
             else:
-                out, w = _cached_layer(layer, x, cache, index, need_weights, window)
+                out, w = _cached_layer(layer, x, cache, index, need_weights, window, sinks)
             x = x + out  # each layer adds its output to the stream
             weights.append(w)
         return self.unembed(x), (weights if need_weights else None)
 
 
 def _cached_layer(layer: MultiHeadAttention, x: torch.Tensor, cache: KVCache, index: int, need_weights: bool,
-                  window: int | None = None):
+                  window: int | None = None, sinks: int = 0):
     """One MultiHeadAttention layer on new positions x (B, Lnew, D), the past read from the cache."""
     q = split_heads.unchecked(layer.q_proj(x), num_heads=layer.num_heads)  # (B, H, Lnew, Dk)
     k = split_heads.unchecked(layer.k_proj(x), num_heads=layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
     v = split_heads.unchecked(layer.v_proj(x), num_heads=layer.num_kv_heads)  # (B, Hkv, Lnew, Dk)
-    heads, w = cached_attention(cache, index, q, k, v, window=window, need_weights=need_weights)
+    heads, w = cached_attention(cache, index, q, k, v, window=window, sinks=sinks, need_weights=need_weights)
     return layer.out_proj(merge_heads.unchecked(heads)), w
 
 
@@ -94,6 +96,23 @@ def repeated_tokens(batch_size: int, half: int, vocab_size: int, generator: torc
                          f"and vocab_size={vocab_size}")
     first = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=1)[:, :half]  # distinct per row
     return torch.cat([first, first], dim=1).to(device)
+
+
+def control_tokens(tokens: torch.Tensor, vocab_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The control for repeated tokens: (B, 2 * half) -> (B, 2 * half), the same first half, then ``half``
+    distinct tokens none of which occurs in it (drawn at random), so no token of the second half has an
+    earlier copy. A head's weight on the "induction target" of such a sequence is placed there by position
+    (and by tokens that match nothing), not by a match: its **positional floor**.
+    """
+    require_tensor("tokens", tokens)
+    require_rank("tokens", tokens, 2, "(B, L)", max_rank=2)
+    half = tokens.shape[1] // 2
+    if 2 * half > vocab_size:
+        raise ValueError(f"expected 2 * half <= vocab_size (both halves hold distinct tokens), got half={half} and "
+                         f"vocab_size={vocab_size}")
+    draw = torch.rand(tokens.shape[0], vocab_size, generator=generator).to(tokens.device)  # (B, vocab)
+    draw.scatter_(1, tokens[:, :half], 2.0)  # the first half's tokens sort last: never drawn
+    return torch.cat([tokens[:, :half], draw.argsort(dim=1)[:, :half]], dim=1)
 
 
 def induction_scores(weights: torch.Tensor, half: int) -> torch.Tensor:
@@ -118,6 +137,22 @@ def head_scores(model: AttentionOnlyTransformer, tokens: torch.Tensor, half: int
         _, weights = model(tokens, need_weights=True)
     return {"induction": torch.stack([induction_scores(w, half) for w in weights]),
             "previous": torch.stack([previous_token_scores(w) for w in weights])}
+
+
+def floored_scores(model: AttentionOnlyTransformer, probes: list[tuple[int, torch.Tensor, torch.Tensor]]
+                   ) -> dict[str, torch.Tensor]:
+    """Each head's scores on repeats of several lengths, with the positional floor beside them: (layers, H) each.
+
+    ``probes``: ``(half, repeats, controls)`` triples (``scoring_probes``). ``induction`` and ``previous`` are
+    ``head_scores`` on the repeats, ``floor`` the induction score on the controls (``control_tokens``), each
+    averaged over the halves: an induction head's score stands far above its floor, a head that attends by
+    position alone scores about its floor.
+    """
+    per_half = [(head_scores(model, repeats, half), head_scores(model, controls, half)["induction"])
+                for half, repeats, controls in probes]
+    return {"induction": torch.stack([s["induction"] for s, _ in per_half]).mean(dim=0),
+            "previous": torch.stack([s["previous"] for s, _ in per_half]).mean(dim=0),
+            "floor": torch.stack([floor for _, floor in per_half]).mean(dim=0)}
 
 
 def repeat_loss(logits: torch.Tensor, tokens: torch.Tensor, half: int) -> torch.Tensor:
@@ -145,30 +180,44 @@ def context_measures(model: AttentionOnlyTransformer, tokens: torch.Tensor) -> d
     return {"loss": loss.mean(dim=0), "seen": seen.mean(dim=0)}
 
 
+def scoring_probes(halves=(8, 10, 12), batch_size: int = 64, vocab_size: int = 32, seed: int = 321,
+                   device=None) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
+    """Fixed sequences to score heads on: per ``half``, ``(half, repeats, controls)`` with ``batch_size``
+    ``repeated_tokens`` and their ``control_tokens`` (same first halves, nothing to copy), seeded."""
+    gen = torch.Generator().manual_seed(seed)
+    probes = []
+    for half in halves:
+        repeats = repeated_tokens(batch_size, half, vocab_size, generator=gen)
+        probes.append((half, repeats.to(device), control_tokens(repeats, vocab_size, generator=gen).to(device)))
+    return probes
+
+
 def train_induction(model: AttentionOnlyTransformer, steps: int, halves=range(4, 17), batch_size: int = 32,
-                    lr: float = 3e-3, seed: int = 0, probe_every: int = 25, probe_half: int = 16) -> dict[str, list]:
+                    lr: float = 3e-3, seed: int = 0, probe_every: int = 25, probe_half: int = 16,
+                    score_halves=(8, 10, 12)) -> dict[str, list]:
     """Train ``model`` to predict the next token (every position counts) of ``repeated_tokens`` sequences.
 
     Each step draws its ``half`` from ``halves``: the distance to the earlier copy changes from batch to
     batch, so the model cannot find the copy by position alone. Returns a history dict: ``loss`` (all
     positions) and ``repeat_loss`` per step, and every ``probe_every`` steps (``probe_step``) the
-    ``induction`` and ``previous`` head scores (layers, H) on a fixed probe of 64 sequences of
-    ``2 * probe_half`` tokens, and that probe's ``position_loss`` and ``seen`` (``context_measures``).
+    ``induction``, ``floor`` and ``previous`` head scores (layers, H) of ``floored_scores`` on the fixed
+    ``scoring_probes(score_halves)``, and the ``position_loss`` and ``seen`` (``context_measures``) of a fixed
+    probe of 64 sequences of ``2 * probe_half`` tokens. Probing draws nothing from the training's generator.
     """
     vocab = model.embed.num_embeddings
     device = model.embed.weight.device
     gen = torch.Generator().manual_seed(seed)
     halves = list(halves)
     probe = repeated_tokens(64, probe_half, vocab, generator=torch.Generator().manual_seed(seed + 1), device=device)
+    scoring = scoring_probes(score_halves, vocab_size=vocab, device=device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    history = {"loss": [], "repeat_loss": [], "probe_step": [], "induction": [], "previous": [], "position_loss": [],
-               "seen": []}
+    history = {"loss": [], "repeat_loss": [], "probe_step": [], "induction": [], "floor": [], "previous": [],
+               "position_loss": [], "seen": []}
     for step in range(steps + 1):
         if step % probe_every == 0 or step == steps:
-            scores = head_scores(model, probe, probe_half)
             history["probe_step"].append(step)
-            history["induction"].append(scores["induction"])
-            history["previous"].append(scores["previous"])
+            for name, scores in floored_scores(model, scoring).items():
+                history[name].append(scores)
             measures = context_measures(model, probe)
             history["position_loss"].append(measures["loss"])
             history["seen"].append(measures["seen"])

@@ -9,11 +9,14 @@ from attnlib.causal import kv_cache_bytes
 from attnlib.induction import (
     AttentionOnlyTransformer,
     context_measures,
+    control_tokens,
+    floored_scores,
     head_scores,
     induction_scores,
     previous_token_scores,
     repeat_loss,
     repeated_tokens,
+    scoring_probes,
     train_induction,
 )
 
@@ -62,6 +65,69 @@ def test_windowed_forward_equals_windowed_decoding():
         steps += [model(tokens[:, t:t + 1], cache=cache, window=6)[0] for t in range(20, 33)]
         torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-12, rtol=0)
         assert not torch.allclose(full, model(tokens)[0])  # the window changes what the model sees
+
+
+def test_windowed_forward_with_sinks_equals_windowed_decoding_with_sinks():
+    model = _model()
+    tokens = torch.randint(11, (2, 30), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        full, weights = model(tokens, window=5, sinks=2, need_weights=True)
+        cache = model.new_cache(batch_size=2)
+        steps = [model(tokens[:, t:t + 1], cache=cache, window=5, sinks=2)[0] for t in range(30)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-12, rtol=0)
+        assert weights[1][:, :, 10:, :2].sum() > 0 and weights[1][:, :, 10:, 2:5].eq(0).all()  # sinks seen, not 2-4
+        assert not torch.allclose(full, model(tokens, window=5)[0])  # keeping the sinks changes what it computes
+
+
+def test_control_tokens_keep_the_first_half_and_give_the_second_nothing_to_copy():
+    tokens = repeated_tokens(50, 6, 13, generator=torch.Generator().manual_seed(1))
+    controls = control_tokens(tokens, 13, generator=torch.Generator().manual_seed(2))
+    again = control_tokens(tokens, 13, generator=torch.Generator().manual_seed(2))
+    assert controls.shape == tokens.shape and torch.equal(controls, again)
+    assert torch.equal(controls[:, :6], tokens[:, :6])
+    for row in controls.tolist():
+        assert len(set(row)) == 12 and all(0 <= t < 13 for t in row)  # 12 distinct tokens: no earlier copy
+    assert len({tuple(r[6:]) for r in controls.tolist()}) > 40  # drawn, not a fixed choice
+    with pytest.raises(ValueError, match="2 \\* half <= vocab_size"):
+        control_tokens(repeated_tokens(1, 7, 13), 13)
+
+
+class _DesignedHeads(torch.nn.Module):
+    """Two heads on every input: head 0 attends 'half - 1 back' by position alone, head 1 one past the earlier copy
+    of its token when there is one (an ideal induction head), else to position 0."""
+
+    def __init__(self, half):
+        super().__init__()
+        self.half = half
+
+    def forward(self, tokens, need_weights=False):
+        batch, length = tokens.shape
+        positional = torch.zeros(batch, length, length)
+        queries = torch.arange(length)
+        positional[:, queries, (queries - self.half + 1).clamp(min=0)] = 1
+        earlier = (tokens[:, :, None] == tokens[:, None, :]) & torch.ones(length, length, dtype=torch.bool).tril(-1)
+        target = torch.nn.functional.pad(earlier[..., :-1], (1, 0)).float()
+        target[..., 0] += target.sum(-1) == 0  # nothing to copy: rest on position 0
+        weights = torch.stack([positional, target], dim=1)  # (B, 2 heads, L, L)
+        return None, [weights]
+
+
+def test_floored_scores_tell_an_induction_head_from_a_positional_one():
+    half = 5
+    probes = scoring_probes((half,), batch_size=16, vocab_size=12, seed=3)
+    scores = floored_scores(_DesignedHeads(half), probes)
+    assert scores["induction"].tolist() == [[1.0, 1.0]]  # on repeats both land on the target...
+    assert scores["floor"].tolist() == [[1.0, 0.0]]  # ... but with nothing to copy only position does
+    assert scores["previous"].shape == (1, 2)
+
+
+def test_scoring_probes_are_seeded_repeats_and_their_controls():
+    first, again = scoring_probes(), scoring_probes()
+    assert [half for half, _, _ in first] == [8, 10, 12]
+    for (half, repeats, controls), (_, repeats2, controls2) in zip(first, again, strict=True):
+        assert repeats.shape == controls.shape == (64, 2 * half)
+        assert torch.equal(repeats, repeats2) and torch.equal(controls, controls2)
+        assert torch.equal(repeats[:, :half], repeats[:, half:]) and torch.equal(controls[:, :half], repeats[:, :half])
 
 
 def test_repeated_tokens_repeat_and_are_seeded():
@@ -122,3 +188,5 @@ def test_training_grows_an_induction_head_in_layer_2_on_top_of_a_previous_token_
     assert scores["induction"][1].max() > max(0.5, scores["induction"][0].max())
     assert scores["previous"][0].max() > 0.3
     assert history["probe_step"] == [0, 500, 1000] and history["induction"][0].shape == (2, 2)
+    above = history["induction"][-1] - history["floor"][-1]  # the scores above their positional floors
+    assert above[1].min() > 0.5 > 0.2 > above[0].abs().max()  # layer 2 far above, layer 1 near its floor
