@@ -6,7 +6,8 @@ only the new token's query, key and value at each step.
 
 The new queries are the *last* ``Lq`` of ``Lk`` positions, so their masks are aligned at the end
 (lower right): query i sits at position ``Lk - Lq + i``. ``causal_mask(Lq, Lk, align="lower_right")``
-is that causal mask and ``sliding_window_mask`` the same with a window.
+is that causal mask and ``sliding_window_mask`` the same with a window, optionally keeping the first
+``sinks`` positions visible to every query (attention sinks, StreamingLLM: Xiao et al. 2024).
 
 A server decodes many sequences at once. ``PagedKVCache`` stores them in fixed-size blocks from one
 pool, each sequence with a table of its blocks (vLLM's PagedAttention, Kwon et al. 2023), and
@@ -30,21 +31,32 @@ from attnlib.attention import check_attention_args, scaled_dot_product_attention
 from attnlib.softmax import causal_mask, check_causal_mask_args
 
 
-def check_sliding_window_args(lq, lk, window, device=None) -> None:
-    """A sliding-window mask's arguments: those of an end-aligned causal mask and a window > 0."""
+def check_sliding_window_args(lq, lk, window, device=None, sinks=0) -> None:
+    """A sliding-window mask's arguments: those of an end-aligned causal mask, a window > 0 and sinks >= 0."""
     require_positive_int("window", window)
+    require_sinks(sinks)
     check_causal_mask_args(lq, lk, device, "lower_right")
 
 
+def require_sinks(sinks) -> None:
+    """Raise TypeError/ValueError unless ``sinks`` (how many first positions stay visible) is an int >= 0."""
+    if isinstance(sinks, bool) or not isinstance(sinks, int):
+        raise TypeError(f"expected sinks to be an int >= 0, got {type(sinks).__name__}")
+    if sinks < 0:
+        raise ValueError(f"expected sinks to be an int >= 0, got {sinks}")
+
+
 @checked(check_sliding_window_args)
-def sliding_window_mask(lq: int, lk: int, window: int, device=None) -> torch.Tensor:
-    """Boolean (Lq, Lk) mask: query i, at position Lk - Lq + i, may attend key j iff 0 <= (Lk - Lq + i) - j < window.
+def sliding_window_mask(lq: int, lk: int, window: int, device=None, *, sinks: int = 0) -> torch.Tensor:
+    """Boolean (Lq, Lk) mask: query i, at position Lk - Lq + i, may attend key j iff 0 <= (Lk - Lq + i) - j < window,
+    or j < sinks and j <= Lk - Lq + i (the first ``sinks`` positions stay visible: attention sinks).
 
     ``window=1`` is each position alone; ``window >= Lk`` is ``causal_mask(Lq, Lk, align="lower_right")``.
     """
     mask = causal_mask.unchecked(lq, lk, device=device, align="lower_right")  # (Lq, Lk)
     positions = torch.arange(lk - lq, lk, device=device)[:, None]  # (Lq, 1): where each query sits
-    too_old = torch.arange(lk, device=device)[None, :] <= positions - window  # (Lq, Lk)
+    keys = torch.arange(lk, device=device)[None, :]  # (1, Lk)
+    too_old = (keys <= positions - window) & (keys >= sinks)  # (Lq, Lk): left the window, and not a sink
     return mask & ~too_old
 
 
@@ -127,14 +139,15 @@ class KVCache:
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
 
-def check_cached_attention(cache, layer, query, key, value, window=None) -> None:
+def check_cached_attention(cache, layer, query, key, value, window=None, sinks=0) -> None:
     """cached_attention's inputs: the cache's (``check_cache_append``), a query that can attend to its keys
-    (..., Hq, Lnew, Dk) with Hq a multiple of Hkv, and a window that is None or > 0. Nothing is stored
-    before all of them have passed."""
+    (..., Hq, Lnew, Dk) with Hq a multiple of Hkv, a window that is None or > 0, and sinks >= 0. Nothing is
+    stored before all of them have passed."""
     check_cache_append(cache, layer, key, value)
     _check_query_for(query, cache.keys[layer], cache.values[layer])
     if window is not None:
         require_positive_int("window", window)
+    require_sinks(sinks)
 
 
 def _check_query_for(query, keys, values) -> None:
@@ -146,21 +159,22 @@ def _check_query_for(query, keys, values) -> None:
 
 @checked(check_cached_attention)
 def cached_attention(cache: KVCache, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     *, window: int | None = None,
+                     *, window: int | None = None, sinks: int = 0,
                      need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attention of the new positions over the cached past and themselves; returns (output, weights).
 
     query (B, Hq, Lnew, Dk), key and value (B, Hkv, Lnew, Dk): the new positions' projections. They are
     appended to ``cache`` at ``layer``; each new query then attends to every stored position up to its
-    own (end-aligned causal mask), or only the last ``window`` of them. Hq may be a multiple of Hkv
-    (grouped-query attention). Output (B, Hq, Lnew, Dv); weights (B, Hq, Lnew, L) or None.
+    own (end-aligned causal mask), or only the last ``window`` of them and the first ``sinks`` (StreamingLLM's
+    attention sinks; ignored without a window). Hq may be a multiple of Hkv (grouped-query attention).
+    Output (B, Hq, Lnew, Dv); weights (B, Hq, Lnew, L) or None.
     """
     keys, values = KVCache.append.unchecked(cache, layer, key, value)  # (B, Hkv, L, Dk): the past and the new
     lq, lk = query.shape[-2], keys.shape[-2]
     if window is None:
         mask = causal_mask.unchecked(lq, lk, device=query.device, align="lower_right")
     else:
-        mask = sliding_window_mask.unchecked(lq, lk, window, device=query.device)
+        mask = sliding_window_mask.unchecked(lq, lk, window, query.device, sinks=sinks)
     return scaled_dot_product_attention.unchecked(query, keys, values, attn_mask=mask, need_weights=need_weights,
                                                   enable_gqa=query.shape[-3] != keys.shape[-3])
 

@@ -50,13 +50,22 @@ def test_causal_mask_default_stays_upper_left_and_both_agree_when_square():
 
 
 @pytest.mark.parametrize("lq, lk, window", [(6, 6, 1), (6, 6, 3), (2, 9, 4), (4, 7, 100), (1, 1, 1)])
-def test_sliding_window_mask_follows_its_definition(lq, lk, window):
-    mask = sliding_window_mask(lq, lk, window)
+@pytest.mark.parametrize("sinks", [0, 1, 4])
+def test_sliding_window_mask_follows_its_definition(lq, lk, window, sinks):
+    mask = sliding_window_mask(lq, lk, window, sinks=sinks)
     assert mask.shape == (lq, lk) and mask.dtype == torch.bool
     for i in range(lq):
         for j in range(lk):
             distance = (lk - lq + i) - j
-            assert bool(mask[i, j]) == (0 <= distance < window), (i, j)
+            assert bool(mask[i, j]) == (0 <= distance < window or (j < sinks and distance >= 0)), (i, j)
+
+
+def test_sinks_keep_the_first_positions_in_view_and_nothing_else_changes():
+    windowed, sunk = sliding_window_mask(12, 12, 4), sliding_window_mask(12, 12, 4, sinks=2)
+    assert torch.equal(sunk[:, 2:], windowed[:, 2:])  # past the sinks: the window alone
+    assert torch.equal(sunk[:, :2], causal_mask(12)[:, :2])  # the sinks: every query at or after them
+    assert sunk.sum(dim=-1).tolist() == [1, 2, 3, 4, 5] + [6] * 7  # the window's 4 and the 2 sinks
+    assert torch.equal(sliding_window_mask(12, 12, 4, sinks=12), causal_mask(12))
 
 
 def test_wide_window_is_the_end_aligned_causal_mask_and_rows_keep_window_keys():
@@ -70,16 +79,27 @@ def test_bad_window_is_a_clear_error(window, error):
         sliding_window_mask(4, 4, window)
 
 
+@pytest.mark.parametrize("sinks, error", [(-1, ValueError), (1.5, TypeError), (True, TypeError), (None, TypeError)])
+def test_bad_sinks_are_a_clear_error(sinks, error):
+    with pytest.raises(error, match="sinks"):
+        sliding_window_mask(4, 4, 2, sinks=sinks)
+    cache = KVCache(1, 1, 1, 4, 2, dtype=torch.float64)
+    with pytest.raises(error, match="sinks"):
+        cached_attention(cache, 0, randn(1, 1, 1, 2), randn(1, 1, 1, 2), randn(1, 1, 1, 2), window=2, sinks=sinks)
+    assert len(cache) == 0  # nothing stored: the check comes first
+
+
 # --- the KV cache: decoding one position at a time equals full causal attention -------------------------
 
-def _decode(query, key, value, chunks, window=None, dtype=torch.float64):
+def _decode(query, key, value, chunks, window=None, dtype=torch.float64, sinks=0):
     """Feed query/key/value (B, H, L, D) to a one-layer cache in the given chunk sizes; concatenated outputs."""
     b, hkv, length, dk = key.shape
     cache = KVCache(1, b, hkv, length, dk, dtype=dtype, value_dim=value.shape[-1])
     outputs, start = [], 0
     for size in chunks:
         new = slice(start, start + size)
-        out, _ = cached_attention(cache, 0, query[:, :, new], key[:, :, new], value[:, :, new], window=window)
+        out, _ = cached_attention(cache, 0, query[:, :, new], key[:, :, new], value[:, :, new], window=window,
+                                  sinks=sinks)
         outputs.append(out)
         start += size
     assert len(cache) == start == length
@@ -105,12 +125,14 @@ def test_a_prompt_then_single_steps_equals_full_causal_attention(chunks):
 
 
 @pytest.mark.parametrize("window", [1, 5, 16, 64])
-def test_windowed_decoding_equals_attention_with_the_sliding_window_mask(window):
+@pytest.mark.parametrize("sinks", [0, 1, 4])
+def test_windowed_decoding_equals_attention_with_the_sliding_window_mask(window, sinks):
     query, key, value = randn(2, 2, 36, 4, seed=7), randn(2, 1, 36, 4, seed=8), randn(2, 1, 36, 3, seed=9)
-    mask = sliding_window_mask(36, 36, window)
+    mask = sliding_window_mask(36, 36, window, sinks=sinks)
     expected = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, enable_gqa=True)
     for chunks in ([1] * 36, [10, 1, 25]):
-        torch.testing.assert_close(_decode(query, key, value, chunks, window=window), expected, atol=1e-12, rtol=0)
+        decoded = _decode(query, key, value, chunks, window=window, sinks=sinks)
+        torch.testing.assert_close(decoded, expected, atol=1e-12, rtol=0)
 
 
 def test_append_returns_every_position_so_far_and_weights_on_request():
