@@ -201,4 +201,62 @@ def requests_that_fit(budget_bytes, lengths, bytes_per_token, block_size):
     return bisect.bisect_right(used, pool)
 ''',
     },
+    "ex5": {
+        "wrong": {
+            # one rolling buffer of sinks + W slots for every position: the sinks are overwritten like the rest
+            "the sinks roll too": '''\
+import torch
+
+
+def streaming_step(query, key, value, keys, values, position, sinks):
+    """One decoding step from buffers of sinks + W slots: output (B, H, Dv), keys, values."""
+    slots = keys.shape[-2]
+    keys[:, :, position % slots], values[:, :, position % slots] = key, value
+    filled = min(position + 1, slots)
+    weights = torch.softmax((keys[:, :, :filled] @ query[..., None])[..., 0] / query.shape[-1] ** 0.5, dim=-1)
+    return (weights[..., None, :] @ values[:, :, :filled])[..., 0, :], keys, values
+''',
+        },
+        "shortcut": {
+            # right numbers from a history of its own: the buffers are written, never read
+            "a history of its own": '''\
+import torch
+
+HISTORY = {"keys": [], "values": []}
+
+
+def streaming_step(query, key, value, keys, values, position, sinks):
+    """One decoding step from buffers of sinks + W slots: output (B, H, Dv), keys, values."""
+    window = keys.shape[-2] - sinks
+    if position == 0:
+        HISTORY["keys"], HISTORY["values"] = [], []
+    HISTORY["keys"].append(key)
+    HISTORY["values"].append(value)
+    slot = position if position < sinks else sinks + (position - sinks) % window
+    keys[:, :, slot], values[:, :, slot] = key, value
+    kept = sorted(set(range(min(sinks, position + 1))) | set(range(max(0, position - window + 1), position + 1)))
+    k = torch.stack([HISTORY["keys"][i] for i in kept], dim=2)
+    v = torch.stack([HISTORY["values"][i] for i in kept], dim=2)
+    weights = torch.softmax((k @ query[..., None])[..., 0] / query.shape[-1] ** 0.5, dim=-1)
+    return (weights[..., None, :] @ v)[..., 0, :], keys, values
+''',
+        },
+        # attnlib's attention over the whole buffers, with a mask of the slots written so far; copies the buffers
+        "alternative": '''\
+import torch
+
+from attnlib import scaled_dot_product_attention
+
+
+def streaming_step(query, key, value, keys, values, position, sinks):
+    """One decoding step from buffers of sinks + W slots: output (B, H, Dv), keys, values."""
+    keys, values = keys.clone(), values.clone()
+    window = keys.shape[-2] - sinks
+    slot = position if position < sinks else sinks + (position - sinks) % window
+    keys[:, :, slot], values[:, :, slot] = key, value
+    written = torch.arange(keys.shape[-2]) <= position  # slot s holds a position once s <= position
+    out, _ = scaled_dot_product_attention(query[:, :, None], keys, values, attn_mask=written[None, :])
+    return out[:, :, 0], keys, values
+''',
+    },
 }
