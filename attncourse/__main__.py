@@ -14,8 +14,9 @@ from attncourse.autograde import autograde, forget
 from attncourse.collect import import_roster, import_zip, set_due
 from attncourse.conformance import notebook_problems
 from attncourse.coursedir import DEFAULT_ROOT, Course, CourseBusy
-from attncourse.publish import RELEASE_DIR, publish
-from attncourse.release import assignments, release
+from attncourse.exercise_cells import RELEASE_DIR, chapters
+from attncourse.publish import publish
+from attncourse.release import release
 from attncourse.report import feedback, grade_sheet
 from attncourse.repository import stamp
 from attncourse.sandbox import SandboxUnavailable
@@ -153,7 +154,7 @@ def _publish(args) -> int:
 
 def _check(args) -> int:
     bad = 0
-    for path in assignments(args.book):
+    for path in chapters(args.book):
         problems = notebook_problems(nbformat.read(path, as_version=4), path.stem)
         bad += bool(problems)
         print(f"{path}: " + ("ok" if not problems else "\n  " + "\n  ".join(problems)))

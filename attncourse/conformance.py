@@ -12,6 +12,7 @@ from attncourse.exercise_cells import (
     GRADE_ID,
     HEADING,
     ROLES,
+    chapter_number,
     exercise_name,
     exercises,
     nbgrader,
@@ -63,7 +64,8 @@ def heading_problems(nb, stem: str) -> list[str]:
     headings = {f"ex{m['k']}": (m["n"], float(m["points"]))
                 for cell in nb.cells if cell["cell_type"] == "markdown"
                 for m in HEADING.finditer(cell["source"])}
-    chapter = str(int(stem[:2])) if stem[:2].isdigit() else None
+    number = chapter_number(stem)
+    chapter = None if number is None else str(number)
     problems = []
     for name, ex in exercises(nb).items():
         n, points = headings.get(name, (None, None))

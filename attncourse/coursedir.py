@@ -32,6 +32,8 @@ from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
+from attncourse.exercise_cells import CODE_STUB
+
 COURSE_ID = "attention-step-by-step"
 DEFAULT_ROOT = Path("course-work")
 CELL_TIMEOUT_S = 300  # nbgrader's own runs (validate); autograde runs student code in attncourse/sandbox.py's limits
@@ -44,6 +46,9 @@ c.CourseDirectory.course_id = "{COURSE_ID}"
 # A cell that runs longer than this is stopped and its exercise gets no points.
 c.Execute.timeout = {CELL_TIMEOUT_S}
 c.Execute.interrupt_on_timeout = True
+# A solution region becomes this stub in the release, as on the website's student edition (one home:
+# attncourse.exercise_cells.CODE_STUB).
+c.ClearSolutions.code_stub = {{"python": {json.dumps(CODE_STUB)}}}
 # Feedback leaves out the grader-only model answers and rubrics that formgrader shows. The tag filter is
 # configured for generate_feedback's exporter only (GenerateFeedback > HTMLExporter > the preprocessor):
 # formgrader renders with HTMLExporter(config=<this file>), and a global c.TagRemovePreprocessor would

@@ -1,7 +1,9 @@
-"""The chapters' exercises, read from the nbgrader metadata and markers CONTRIBUTING.md prescribes.
+"""The format of the chapters' exercises and releases: one small module, the standard library alone.
 
-The one reader of nbgrader's marker lines is ``marked_lines``; the course's checks and the website's
-editions (``attnsite.nbgrader_site``) both read cell sources through it.
+What a chapter file is (``NN_name.ipynb``, one nbgrader assignment each), the nbgrader markers, grade ids, roles and
+points CONTRIBUTING.md prescribes, the stub a solution region becomes, and where the student releases are committed.
+The course kit (nbgrader) and the website's build (Sphinx: ``attnsite.nbgrader_site``'s two editions) both read
+them here, so neither needs the other's stack to import it. The one reader of the marker lines is ``marked_lines``.
 """
 
 from __future__ import annotations
@@ -9,7 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+RELEASE_FOLDER = "course/release"  # the student notebooks, committed: the site's downloads and launch buttons open them
+RELEASE_DIR = ROOT / RELEASE_FOLDER
+CHAPTER = re.compile(r"^(?P<number>\d{2})_(?P<name>\w+)$")  # a chapter's file stem: 07_causal
+CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # a solution region in a release (nbgrader is told so)
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 SOLUTION, HIDDEN = "solution", "hidden"  # the two kinds of region the markers delimit
@@ -33,6 +41,17 @@ class Exercise:
     points: float = 0.0
     autograded: bool = False
     hidden_tests: bool = False
+
+
+def chapter_number(stem: str) -> int | None:
+    """``07_causal`` -> 7; None for a page that is no chapter (``intro``, ``background``)."""
+    match = CHAPTER.match(stem)
+    return int(match["number"]) if match else None
+
+
+def chapters(book: Path) -> list[Path]:
+    """The chapter notebooks of ``book`` in order, one nbgrader assignment each (``01_dot_products.ipynb``)."""
+    return sorted(p for p in Path(book).glob("*.ipynb") if chapter_number(p.stem) is not None)
 
 
 def nbgrader(cell) -> dict:

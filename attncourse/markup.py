@@ -33,6 +33,7 @@ import nbformat
 from pybtex.database import parse_file
 
 from attncourse import quick_checks, repository
+from attncourse.exercise_cells import chapter_number
 
 LABELLED = re.compile(r"(\$\$)(?P<body>.*?)\$\$[ \t]*\((?P<label>eq-[\w-]+)\)", re.S)
 EQ_REF = re.compile(r"\{eq\}`(?P<label>[^`]+)`")
@@ -44,11 +45,6 @@ FENCE = re.compile(r"^(?P<fence>```+|:::+)\s*\{(?P<name>[\w-]+)\}[ \t]*(?P<arg>.
 OPTION = re.compile(r"^:[\w-]+:.*$\n?", re.M)
 TARGET = re.compile(r"^\((?P<label>[\w-]+)\)=[ \t]*\n(?P<heading>#+[ \t]+(?P<title>.*))?", re.M)
 REF = re.compile(r"\{ref\}`(?:(?P<text>[^`<]*?)\s*<(?P<label>[^`>]+)>|(?P<bare>[^`]+))`")
-
-
-def chapter_number(stem: str) -> str:
-    """``07_at_scale`` -> ``7``."""
-    return str(int(stem.split("_", 1)[0]))
 
 
 def equation_numbers(notebooks: dict[str, nbformat.NotebookNode]) -> dict[str, tuple[str, str]]:
