@@ -210,22 +210,23 @@ def require_value_length(value, lk: int, ref_name: str, ref) -> None:
 
 
 def check_mask_args(attn_mask, is_causal, lq: int, lk: int, batch: tuple = (), device: torch.device | None = None,
-                    require=require_tensor) -> None:
+                    require=require_tensor, like: str = "the query") -> tuple:
     """``is_causal`` a bool; ``attn_mask`` None or a bool/float mask broadcastable to (..., Lq, Lk), not both.
 
-    The mask is a tensor on ``device`` (``require=require_array``: an array); its leading dims broadcast with
-    those in ``batch``.
+    The mask is a tensor on ``device``, the device of ``like`` (``require=require_array``: an array); its leading
+    dims broadcast with those in ``batch``. Returns the leading dims that all of them broadcast to.
     """
     require_bool("is_causal", is_causal)
     if attn_mask is None:
-        return
+        return batch_shape(*batch)
     require("attn_mask", attn_mask)
     check_mask(attn_mask, lq, lk)
     if device is not None and attn_mask.device != device:
-        raise ValueError(f"expected attn_mask on {device} like the inputs, got {attn_mask.device}")
-    batch_shape(*batch, attn_mask.shape[:-2])
+        raise ValueError(f"expected attn_mask on {device} like {like}, got {attn_mask.device}")
+    leading = batch_shape(*batch, attn_mask.shape[:-2])
     if is_causal:
         raise ValueError("expected either attn_mask or is_causal=True, got both")
+    return leading
 
 
 def batch_shape(*shapes) -> tuple:

@@ -132,7 +132,10 @@ def check_attention_args(query, key, value, attn_mask=None, dropout_p=0.0, is_ca
     require_positive("scale", scale, allow_none=True)
     check_dropout_p(dropout_p)
     device = query.device if isinstance(query, torch.Tensor) else None
-    check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], (batch,), device, require)
+    leading = check_mask_args(attn_mask, is_causal, query.shape[-2], key.shape[-2], (batch,), device, require)
+    if 0 in leading:  # an empty batch: torch's CPU kernel divides by zero on some (torch 2.11: a crash)
+        raise ValueError(f"expected query, key, value (and attn_mask) whose leading dims broadcast to sizes >= 1, "
+                         f"got {leading}")
     return query.shape[-3] // key.shape[-3] if enable_gqa else 1
 
 

@@ -139,7 +139,7 @@ def check_apply_mask_args(scores, attn_mask=None, is_causal=False, require=requi
     """apply_mask's inputs: float scores (..., Lq, Lk) and a mask for them (or ``is_causal``), on their device."""
     require_float_tensor("scores", scores, 2, "(..., Lq, Lk)", require=require)
     device = scores.device if isinstance(scores, torch.Tensor) else None
-    check_mask_args(attn_mask, is_causal, *scores.shape[-2:], (scores.shape[:-2],), device, require)
+    check_mask_args(attn_mask, is_causal, *scores.shape[-2:], (scores.shape[:-2],), device, require, like="the scores")
 
 
 @checked(check_apply_mask_args)

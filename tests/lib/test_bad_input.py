@@ -169,6 +169,17 @@ CASES = [
      "divisible by num_heads=3", "(2, 5, 10)"),
     ("numpy Dk mismatch", lambda: numpy_ops.dot_product_scores(np.zeros((4, 8)), np.zeros((6, 5))), ValueError,
      "Dk=8", "(6, 5)"),
+    # the fuzz's input that crashed torch 2.11's CPU kernel (a floating point exception): (B, H, L, D) with H = 0
+    ("empty batch", sdpa(query=torch.randn(2, 0, 1, 1), key=torch.randn(2, 0, 1, 1), value=torch.randn(2, 0, 1, 1),
+                         need_weights=False), ValueError, "leading dims broadcast to sizes >= 1", "got (2, 0)"),
+    ("empty batch from the mask", sdpa(query=torch.randn(2, 1, 4, 8), key=torch.randn(2, 1, 6, 8),
+                                       value=torch.randn(2, 1, 6, 3), attn_mask=torch.ones(0, 4, 6, dtype=torch.bool)),
+     ValueError, "leading dims broadcast to sizes >= 1", "got (2, 0)"),
+    ("numpy empty batch", lambda: numpy_ops.scaled_dot_product_attention(np.zeros((0, 4, 8)), np.zeros((0, 6, 8)),
+                                                                         np.zeros((0, 6, 3))),
+     ValueError, "leading dims broadcast to sizes >= 1", "got (0,)"),
+    ("mask on another device", sdpa(query=Q.to("meta"), key=K.to("meta"), value=V.to("meta"), attn_mask=MASK),
+     ValueError, "expected attn_mask on meta like the query", "got cpu"),
 ]
 
 

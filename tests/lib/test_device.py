@@ -139,13 +139,21 @@ def test_cuda_results_equal_cpu_results():
             torch.testing.assert_close(b.cpu(), a, atol=1e-10, rtol=1e-8, equal_nan=True, msg=name)
 
 
-@CUDA
-def test_mixed_devices_raise_clear_errors():
+# The checks run before any computation, so the meta device (shapes without data) stands in for a GPU on a CPU.
+OTHER_DEVICES = ["meta", pytest.param("cuda", marks=CUDA)]
+
+
+@pytest.mark.parametrize("other", OTHER_DEVICES)
+def test_mixed_devices_raise_clear_errors(other):
     q, k, v = randn(4, 8), randn(6, 8), randn(6, 3)
+    there = q.to(other).device  # cuda:0 for "cuda"
     with pytest.raises(ValueError, match="on one device") as info:
-        attnlib.scaled_dot_product_attention(q.cuda(), k, v)
-    assert "cuda:0" in str(info.value) and "cpu" in str(info.value)
-    with pytest.raises(ValueError, match="like the query, got cpu"):
-        attnlib.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), attn_mask=torch.ones(4, 6, dtype=bool))
-    with pytest.raises(ValueError, match="expected weight on cuda:0 like x, got cpu"):
-        attnlib.project(q.cuda(), randn(8, 2))
+        attnlib.scaled_dot_product_attention(q.to(other), k, v)
+    assert f"got {there}, cpu, cpu" in str(info.value)
+    with pytest.raises(ValueError, match=f"expected attn_mask on {there} like the query, got cpu"):
+        attnlib.scaled_dot_product_attention(q.to(other), k.to(other), v.to(other),
+                                             attn_mask=torch.ones(4, 6, dtype=bool))
+    with pytest.raises(ValueError, match=f"expected attn_mask on {there} like the scores, got cpu"):
+        attnlib.apply_mask(q.to(other) @ k.to(other).T, torch.ones(4, 6, dtype=bool))
+    with pytest.raises(ValueError, match=f"expected weight on {there} like x, got cpu"):
+        attnlib.project(q.to(other), randn(8, 2))
