@@ -286,25 +286,42 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, groups: int, is_c
     return output, lse
 
 
+def backward_dkdv(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
+                  delta: torch.Tensor, groups: int, is_causal: bool, scale: float,
+                  config: Config | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch ``backward_dkdv_kernel``: dk, dv (N, Lk, D) from do, q (N*G, Lq, D), k, v (N, Lk, D).
+
+    All contiguous; lse (N*G, Lq) from ``forward``; delta (N*G, Lq) float32 is rowsum(dO ∘ O) less dL/d(lse).
+    """
+    config = config or _config(BACKWARD_DKDV, q.shape[-1])
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    grid = (triton.cdiv(k.shape[1], config.block_n), k.shape[0])  # (key blocks, key/value heads): one program each
+    backward_dkdv_kernel[grid](q, k, v, do, lse, delta, dk, dv, q.shape[1], k.shape[1], scale * LOG2E, scale, groups,
+                               q.shape[-1], config.block_m, config.block_n, is_causal, _precision(q.dtype),
+                               num_warps=config.num_warps, num_stages=config.num_stages)
+    return dk, dv
+
+
+def backward_dq(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
+                delta: torch.Tensor, groups: int, is_causal: bool, scale: float,
+                config: Config | None = None) -> torch.Tensor:
+    """Launch ``backward_dq_kernel``: dq (N*G, Lq, D), from the inputs of ``backward_dkdv``."""
+    config = config or _config(BACKWARD_DQ, q.shape[-1])
+    dq = torch.empty_like(q)
+    grid = (triton.cdiv(q.shape[1], config.block_m), q.shape[0])  # (query blocks, query heads)
+    backward_dq_kernel[grid](q, k, v, do, lse, delta, dq, q.shape[1], k.shape[1], scale * LOG2E, scale, groups,
+                             q.shape[-1], config.block_m, config.block_n, is_causal, _precision(q.dtype),
+                             num_warps=config.num_warps, num_stages=config.num_stages)
+    return dq
+
+
 def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
              delta: torch.Tensor, groups: int, is_causal: bool, scale: float,
              configs: tuple[Config, Config] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Launch the two backward kernels: dq (N*G, Lq, D), dk, dv (N, Lk, D).
-
-    do, q (N*G, Lq, D), k, v (N, Lk, D) contiguous; lse (N*G, Lq) from ``forward``; delta (N*G, Lq) float32 is
-    rowsum(dO ∘ O) less dL/d(lse). ``configs``: (dK/dV's, dQ's).
-    """
-    dkdv, dq_config = configs or (_config(BACKWARD_DKDV, q.shape[-1]), _config(BACKWARD_DQ, q.shape[-1]))
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    lq, lk, width = q.shape[1], k.shape[1], q.shape[-1]
-    args = (lq, lk, scale * LOG2E, scale, groups, width)
-    grid = (triton.cdiv(lk, dkdv.block_n), k.shape[0])  # (key blocks, key/value heads)
-    backward_dkdv_kernel[grid](q, k, v, do, lse, delta, dk, dv, *args, dkdv.block_m, dkdv.block_n, is_causal,
-                               _precision(q.dtype), num_warps=dkdv.num_warps, num_stages=dkdv.num_stages)
-    grid = (triton.cdiv(lq, dq_config.block_m), q.shape[0])  # (query blocks, query heads)
-    backward_dq_kernel[grid](q, k, v, do, lse, delta, dq, *args, dq_config.block_m, dq_config.block_n, is_causal,
-                             _precision(q.dtype), num_warps=dq_config.num_warps, num_stages=dq_config.num_stages)
-    return dq, dk, dv
+    """Both backward launches: dq (N*G, Lq, D), dk, dv (N, Lk, D); ``configs`` = (dK/dV's, dQ's) or the tables'."""
+    dkdv_config, dq_config = configs or (None, None)
+    dk, dv = backward_dkdv(do, q, k, v, lse, delta, groups, is_causal, scale, dkdv_config)
+    return backward_dq(do, q, k, v, lse, delta, groups, is_causal, scale, dq_config), dk, dv
 
 
 def _heads(t: torch.Tensor, width: int) -> torch.Tensor:
