@@ -34,7 +34,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -617,10 +617,15 @@ def _tune_case(config: Config, dim: int, causal: bool, length: int) -> list[str]
     return lines
 
 
-def tune(config: Config) -> list[str]:
-    """Time the Triton kernels' candidate launches (``TUNE``) on CUDA at each D and mask, first CUDA dtype, L."""
+def tune(config: Config) -> Iterator[str]:
+    """Time the Triton kernels' candidate launches (``TUNE``) on CUDA at each D and mask, first CUDA dtype, L.
+
+    Yields the report's lines as each input is done.
+    """
     length = max(config.lengths or (GOAL_LENGTH,))
-    return [line for dim in config.dims for causal in config.causal for line in _tune_case(config, dim, causal, length)]
+    for dim in config.dims:
+        for causal in config.causal:
+            yield from _tune_case(config, dim, causal, length)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -690,7 +695,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"attention benchmark on {machine()}; {versions()}")
     print(f"command: python -m attnlib.bench {' '.join(argv if argv is not None else sys.argv[1:])}")
     if args.tune:
-        print("\n".join(tune(config)))
+        for line in tune(config):
+            print(line, flush=True)
         return 0
     _allow_recompiles()
     rows = run(config, progress=not args.no_progress)

@@ -90,7 +90,10 @@ def forward_kernel(Q, K, V, OUT, LSE, Lq, Lk, qk_scale, GROUPS: tl.constexpr, HE
     Q, OUT (Z*Hq, Lq, D), K, V (Z*Hkv, Lk, D), LSE (Z*Hq, Lq) are contiguous; the grid is
     (⌈Lq / BLOCK_M⌉, Z*Hq). Query head h reads key/value head h // GROUPS.
     """
-    start_m = tl.program_id(0) * BLOCK_M  # this program's first query
+    block = tl.program_id(0)
+    if IS_CAUSAL:  # the last query blocks see the most keys: start them first, so no long one is left for the end
+        block = tl.num_programs(0) - 1 - block
+    start_m = block * BLOCK_M  # this program's first query
     head = tl.program_id(1).to(tl.int64)  # which (batch, query head); int64: offsets can pass 2**31
     offs_m = start_m + tl.arange(0, BLOCK_M)  # (BLOCK_M,) its query positions
     offs_n = tl.arange(0, BLOCK_N)
@@ -214,7 +217,10 @@ def backward_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, Lq, Lk, qk_scale, scale, GRO
 
     Shapes as in ``backward_dkdv_kernel``, DQ like Q; the grid is (⌈Lq / BLOCK_M⌉, Z*Hq).
     """
-    start_m = tl.program_id(0) * BLOCK_M
+    block = tl.program_id(0)
+    if IS_CAUSAL:  # the longest rows first, as in the forward
+        block = tl.num_programs(0) - 1 - block
+    start_m = block * BLOCK_M
     head = tl.program_id(1).to(tl.int64)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
