@@ -1,12 +1,12 @@
 """The boundary between the grader and a student's code: the student's kernel, sandboxed, and calls into it.
 
-``StudentKernel`` runs a student's notebook in a sandboxed IPython kernel (course/sandbox.py) with nbclient,
+``StudentKernel`` runs a student's notebook in a sandboxed IPython kernel (attncourse/sandbox.py) with nbclient,
 one cell at a time, each cell bounded in wall time and in the output kept. Afterwards the kernel stays up:
 ``call(name, args, kwargs)`` calls the student's function ``name`` there and brings back only *data*: the
 result (NumPy arrays and torch tensors through ``np.load(allow_pickle=False)``, numbers, strings, lists,
 tuples, dicts of those), the warnings the call emitted and the exception it raised, by name. Nothing the
 student's process sends back is code or a pickle, so nothing it patched in its own process (``np.testing``,
-``warnings``, builtins) reaches the process that compares (course/verdict.py).
+``warnings``, builtins) reaches the process that compares (attncourse/verdict.py).
 """
 
 from __future__ import annotations
@@ -25,74 +25,13 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
-from attncourse.sandbox import Limits, kernel_argv, write_kernelspec
+from attncourse.sandbox import Limits, kernel_argv, kernel_env, write_kernelspec
 
 RESULT_BYTES = 64 * 2**20  # a larger answer is refused (the sandbox's file size limit stops it first)
 
-# Defined in the student's kernel before the calls: it runs the call and writes the outcome as data.
-HELPER = r'''
-def __boundary_violations(name, names, operators):
-    from attnlib.exercises import violations
-    return [str(v) for v in violations(get_ipython().user_ns[name], names, operators)]
-
-
-def __boundary_watch(name, args, kwargs):
-    from attnlib.exercises import watch
-    return watch(get_ipython().user_ns[name], *args, **kwargs).data()
-
-
-def __boundary_call(name, request, reply):
-    import json, pickle, traceback, tracemalloc, warnings
-    import numpy as np
-    arrays, outcome = {}, {}
-
-    def encode(value, depth=0):
-        if depth > 20:
-            raise TypeError("the result nests too deeply")
-        if value is None or isinstance(value, (bool, str)):
-            return {"t": "plain", "v": value}
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return {"t": type(value).__name__, "v": repr(value)}
-        module = type(value).__module__
-        if module == "torch" and type(value).__name__ == "Tensor":
-            key = f"a{len(arrays)}"
-            arrays[key] = value.detach().cpu().numpy()
-            return {"t": "tensor", "k": key}
-        if isinstance(value, (np.ndarray, np.generic)):
-            key = f"a{len(arrays)}"
-            arrays[key] = np.asarray(value)
-            return {"t": "ndarray" if isinstance(value, np.ndarray) else "scalar", "k": key}
-        if isinstance(value, (list, tuple)):
-            return {"t": type(value).__name__, "v": [encode(v, depth + 1) for v in value]}
-        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            return {"t": "dict", "v": {k: encode(v, depth + 1) for k, v in value.items()}}
-        raise TypeError(f"a result of type {type(value).__name__} cannot be graded (expected arrays, tensors, "
-                        f"numbers, strings, lists, tuples or dicts of them)")
-
-    with open(request, "rb") as handle:
-        args, kwargs, trace = pickle.load(handle)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            if trace:
-                tracemalloc.start()
-            try:
-                user_ns = get_ipython().user_ns
-                if name not in user_ns:
-                    raise NameError(f"name {name!r} is not defined")
-                value = user_ns[name](*args, **kwargs)
-                outcome["peak"] = tracemalloc.get_traced_memory()[1] if trace else 0
-            finally:
-                if trace:
-                    tracemalloc.stop()
-            outcome["value"] = encode(value)
-        except BaseException as error:
-            outcome["raised"] = [type(error).__name__, str(error)[:2000]]
-    outcome["warnings"] = [[w.category.__name__, str(w.message)[:500]] for w in caught[:20]]
-    np.savez(reply + ".npz", **arrays)
-    with open(reply + ".json", "w") as handle:
-        json.dump(outcome, handle)
-'''
+# Run in the student's kernel before its first call, as a cell: the helper that runs a call there and writes the
+# outcome as data (a module of its own, imported by nothing here: its text is what is sent).
+HELPER = Path(__file__).with_name("kernel_helper.py")
 
 
 class _Client(NotebookClient):
@@ -133,7 +72,7 @@ class StudentKernel:
         name = write_kernelspec(self.spec, kernel_argv(self.scratch, self.limits, self.sandbox),
                                 {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                                  "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg",
-                                 "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+                                 "PYDEVD_DISABLE_FILE_VALIDATION": "1", **kernel_env()})
         self.km = AsyncKernelManager(kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(self.spec / "kernels")]),
                                      kernel_name=name, transport="ipc", ip=str(self.scratch / "kernel"),
                                      connection_file=str(self.scratch / "kernel.json"))
@@ -183,7 +122,7 @@ class StudentKernel:
         if self.dead:
             raise StudentError(f"{name} cannot run: the student's kernel was stopped by a limit")
         if self.calls == 0:
-            self._execute(nbformat.v4.new_code_cell(HELPER), None, "the grader's helper")
+            self._execute(nbformat.v4.new_code_cell(HELPER.read_text(encoding="utf-8")), None, "the grader's helper")
         self.calls += 1
         request, reply = self.scratch / f"call-{self.calls}.pkl", self.scratch / f"reply-{self.calls}"
         for stale in (reply.with_suffix(".json"), reply.with_suffix(".npz")):

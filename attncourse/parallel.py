@@ -1,31 +1,33 @@
 """Grading submissions: sandboxed workers execute and judge them, one coordinator writes the gradebook.
 
-``make autograde`` grades here, one at a time (``JOBS=1``), on N worker processes of this machine (``JOBS=N``),
-on a Dask ``LocalCluster`` (``DASK=local``) or an existing Dask cluster (``DASK=tcp://scheduler:8786``, e.g.
-started on Slurm or PBS with dask-jobqueue). One code path for all of them:
+``make autograde`` grades in three ways, each where it earns its place: here, one submission after another
+(``JOBS=1``: a plain loop), on N worker processes of this machine (``JOBS=N``: the standard library's
+``ProcessPoolExecutor``), or on a Dask cluster (``DASK=tcp://scheduler:8786``, e.g. started on Slurm or PBS with
+dask-jobqueue; ``DASK=local`` starts a ``LocalCluster`` here). The same two halves in every way:
 
 * a **worker** (``grade_in_sandbox``) gets the assignment's source and release and the student's notebook as
   bytes (no shared disk); it runs the notebook in a sandboxed kernel (attncourse/sandbox.py, attncourse/boundary.py)
   that holds only that notebook, then runs every test cell, hidden tests included, in its own process
   against the student's functions across the boundary (attncourse/verdict.py). It never touches the course
   folder or the gradebook and sends back data: the graded notebook and what a limit stopped.
-* the **coordinator** (this process, ``record``) runs nbgrader's own ``autograde`` on the course with the
-  worker's notebook in place of nbgrader's ``Execute`` step (``Replay``): nbgrader writes the student, the
-  submission and its timestamp, the scores (``SaveAutoGrades``) and the late penalty into ``gradebook.db``
-  as in a run of its own, one submission at a time, so SQLite is never written by two processes.
+* the **coordinator** (this process, a ``Recorder``) runs nbgrader's own ``autograde`` on the course with the
+  worker's notebook in place of nbgrader's ``Execute`` step (``Replay``, handed the notebook through nbgrader's own
+  configuration): nbgrader writes the student, the submission and its timestamp, the scores (``SaveAutoGrades``)
+  and the late penalty into ``gradebook.db`` as in a run of its own, one submission at a time, so SQLite is never
+  written by two processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future
-from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Dict
 
 from attncourse.boundary import StudentKernel
 from attncourse.coursedir import Course
@@ -69,34 +71,39 @@ def grade_in_sandbox(student: str, assignment: str, files: dict[str, bytes], lim
 
 
 class Replay(NbGraderPreprocessor):
-    """In place of nbgrader's ``Execute``: the notebook a worker has executed for this submission."""
+    """In place of nbgrader's ``Execute``: the notebook a worker has executed for this submission. ``executed`` is
+    set in the configuration nbgrader builds this step from (``Recorder.record``): each autograde gets its own."""
 
-    executed: dict[tuple[str, str, str], str] = {}  # (student, assignment, notebook) -> notebook JSON
+    executed = Dict(help="{notebook name: notebook JSON} a worker executed for the submission being recorded").tag(
+        config=True)
 
     def preprocess(self, nb, resources):
-        info = resources["nbgrader"]
-        key = (info["student"], info["assignment"], info["notebook"])
-        if key not in self.executed:
-            raise RuntimeError(f"no notebook executed by a worker for {key}")
-        return nbformat.reads(self.executed.pop(key), as_version=4), resources
+        name = resources["nbgrader"]["notebook"]
+        if name not in self.executed:
+            info = resources["nbgrader"]
+            raise RuntimeError(f"no notebook executed by a worker for {info['student']}/{info['assignment']}/{name}")
+        return nbformat.reads(self.executed[name], as_version=4), resources
 
 
-def replaying(course: Course):
-    """nbgrader's API on the course with ``Replay`` in place of its ``Execute`` step (made once per grading)."""
-    return course.api_with(lambda config: config.Autograde.update(autograde_preprocessors=[
-        Replay if _name(s) == "Execute" else s
-        for s in config.Autograde.get("autograde_preprocessors", _autograde_steps())]))
+class Recorder:
+    """The coordinator's nbgrader: its own ``autograde`` on the course with ``Replay`` in place of ``Execute``
+    (one API for a whole grading); ``record`` hands each submission's executed notebooks over and takes them back."""
 
+    def __init__(self, course: Course):
+        self.api = course.api_with(lambda config: config.Autograde.update(autograde_preprocessors=[
+            Replay if _name(s) == "Execute" else s
+            for s in config.Autograde.get("autograde_preprocessors", _autograde_steps())]))
 
-def record(grader, student: str, assignment: str, notebooks: dict[str, str]) -> dict:
-    """Coordinator: nbgrader's autograde of one submission on the course (``grader``: ``replaying(course)``),
-    with the worker's executions."""
-    Replay.executed.update({(student, assignment, name): text for name, text in notebooks.items()})
-    try:
-        return grader.autograde(assignment, student, force=True, create=True)
-    finally:
-        for name in notebooks:
-            Replay.executed.pop((student, assignment, name), None)
+    def record(self, student: str, assignment: str, result: dict) -> dict:
+        """nbgrader's result of recording a worker's ``result`` (a failed one is passed on), with its ``stops``."""
+        stops = result.get("stops", [])
+        if result["success"]:
+            self.api.config.Replay.executed = result["notebooks"]
+            try:
+                result = dict(self.api.autograde(assignment, student, force=True, create=True))
+            finally:
+                self.api.config.Replay.executed = {}
+        return {**result, "stops": stops}
 
 
 def _autograde_steps() -> list:
@@ -109,59 +116,57 @@ def _name(step) -> str:
     return step.rsplit(".", 1)[-1] if isinstance(step, str) else step.__name__
 
 
-@contextmanager
-def workers(jobs: int, dask: str | None) -> Iterator:
-    """``(submit, as_completed)`` of this process (``jobs=1``), a pool of ``jobs`` worker processes, or a Dask
-    cluster: ``dask`` is ``"local"`` (a LocalCluster of ``jobs`` processes) or a scheduler's address."""
-    if dask is None and jobs <= 1:
-        yield _here, iter
-        return
-    if dask is None:
-        from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: PLC0415
+Task = tuple[str, str, dict, Limits, bool]  # grade_in_sandbox's arguments: student, assignment, files, limits, sandbox
 
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            yield pool.submit, as_completed
-        return
+
+def graded_here(tasks: Iterable[Task]) -> Iterator[tuple[Task, dict]]:
+    """One after another, in this process."""
+    for task in tasks:
+        yield task, grade_in_sandbox(*task)
+
+
+def graded_on_pool(tasks: Iterable[Task], jobs: int) -> Iterator[tuple[Task, dict]]:
+    """On ``jobs`` worker processes of this machine, each result as it comes."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: PLC0415
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(grade_in_sandbox, *task): task for task in tasks}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def graded_on_dask(tasks: Iterable[Task], address: str, jobs: int) -> Iterator[tuple[Task, dict]]:
+    """On Dask: the scheduler at ``address``, or ``"local"``, a LocalCluster of ``jobs`` processes started here.
+    ``pure=False``: Dask would reuse a result for the same arguments, and a regrade of the same bytes must run."""
     from distributed import Client, LocalCluster, as_completed  # noqa: PLC0415 - only for Dask runs
 
-    if dask == "local":
-        with LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=None,
-                          silence_logs=40) as cluster, Client(cluster) as client:
-            yield client.submit, as_completed
-    else:
-        with Client(dask) as client:
-            yield client.submit, as_completed
-
-
-def _here(function, *args, **kwargs) -> Future:
-    """Run ``function`` in this process, lazily, when its result is asked for (one at a time, in order)."""
-    future = Future()
-    future.result = lambda timeout=None: function(*args)  # type: ignore[method-assign]
-    return future
+    with contextlib.ExitStack() as stack:
+        if address == "local":
+            address = stack.enter_context(LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                                       dashboard_address=None, silence_logs=40))
+        client = stack.enter_context(Client(address))
+        futures = {client.submit(grade_in_sandbox, *task, pure=False): task for task in tasks}
+        for future in as_completed(list(futures)):
+            yield futures[future], future.result()
 
 
 def grade_many(course: Course, pairs: Iterable[tuple[str, str]], jobs: int = 1, dask: str | None = None,
                limits: Limits | None = None) -> Iterator:
-    """Grade ``(student, assignment)`` pairs here or on workers, recording each as it comes back: yields each
-    pair and nbgrader's result of recording it (a failed worker run is passed on as it is), with ``stops``.
-    Workers return data; only this process (the coordinator) writes the gradebook and the course folder."""
+    """Grade ``(student, assignment)`` pairs here (``jobs=1``), on ``jobs`` worker processes or on Dask (``dask``: an
+    address or ``"local"``), recording each as it comes back: yields each pair and nbgrader's result of recording it
+    (a failed worker run is passed on as it is), with ``stops``. Only this process writes the course folder."""
     limits = limits or Limits()
     sandbox = sandboxed()  # refuses here, before any student code runs, when no sandbox can
     pairs = list(pairs)
-    grader = replaying(course) if pairs else None
-    with workers(jobs, dask) as (submit, as_completed):
-        futures = {submit(grade_in_sandbox, s, a, task_files(course, s, a), limits, sandbox, **_pure(dask)): (s, a)
-                   for s, a in pairs}
-        for future in as_completed(list(futures)):
-            student, assignment = futures[future]
-            result = future.result()
-            stops = result.get("stops", [])
-            if result["success"]:
-                result = dict(record(grader, student, assignment, result.pop("notebooks")))
-            result["stops"] = stops
-            yield (student, assignment), result
-
-
-def _pure(dask: str | None) -> dict:
-    """Dask caches a task by its arguments; a regrade of the same bytes must run again."""
-    return {} if dask is None else {"pure": False}
+    if not pairs:
+        return
+    recorder = Recorder(course)
+    tasks = ((s, a, task_files(course, s, a), limits, sandbox) for s, a in pairs)
+    if dask is not None:
+        done = graded_on_dask(tasks, dask, jobs)
+    elif jobs > 1:
+        done = graded_on_pool(tasks, jobs)
+    else:
+        done = graded_here(tasks)
+    for (student, assignment, *_), result in done:
+        yield (student, assignment), recorder.record(student, assignment, result)

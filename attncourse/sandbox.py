@@ -5,13 +5,20 @@ and nothing else of the machine: no instructor ``source/``, no other submission,
 course folder, no home directory, no network (new user, pid, network, IPC and UTS namespaces). It may write
 only its scratch folder (where its kernel's sockets live) and a private ``/tmp``. ``prlimit`` bounds its CPU
 seconds, address space, processes/threads and the size of any file it writes; the grader bounds each cell's
-wall time and the output it keeps. Where bubblewrap cannot run, ``require_sandbox`` refuses to grade unless
-the instructor sets ``UNSAFE_NO_SANDBOX=1``.
+wall time and the output it keeps. Where bubblewrap cannot run, ``sandboxed`` refuses to grade (naming what the
+sandbox could not see) unless the instructor sets ``UNSAFE_NO_SANDBOX=1``.
+
+Wherever things live: the Python, its venv, attnlib and the scratch folder may be anywhere (``/tmp``, a home
+directory, ``/srv``, a path with a space), and reached through symlinks (a checkout's ``.venv`` linked to another
+checkout's). ``mounts`` binds each folder where it resolves to, recreates every symlink on the way to it, so the
+paths Python computed for itself (``sys.prefix``, ``sys.executable``) still lead there, and orders the mounts
+parents first, the namespace's own ``/tmp`` before anything bound under it, so no later mount hides an earlier one.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -19,8 +26,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-import attnlib
 
 UNSAFE_ENV = "UNSAFE_NO_SANDBOX"
 
@@ -47,39 +52,88 @@ class SandboxUnavailable(RuntimeError):
     """Bubblewrap cannot run here, and the instructor did not opt out of the sandbox."""
 
 
-def _python_homes() -> list[Path]:
-    """This Python's installation and its venv (a pyenv build may live in a home directory)."""
-    homes = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
-    return sorted(homes)
+@dataclass(frozen=True)
+class Interpreter:
+    """The Python that runs a student's kernel, as paths: its executable and the folders it reads (the
+    installation's and the venv's prefixes, as Python computed them: maybe through symlinks) and attnlib's folder."""
 
+    executable: str
+    prefixes: tuple[str, ...]
+    library: str
 
-def _library() -> Path:
-    """The ``attnlib`` package folder (an editable install points into the repository, which also holds
-    the chapters with their solutions: only the package itself is bound)."""
-    return Path(attnlib.__file__).resolve().parent
+    @classmethod
+    def current(cls) -> Interpreter:
+        """This process's Python (a kernel runs the grader's own interpreter and venv). attnlib is found, not
+        imported: an editable install points into the repository, so only the package folder is bound."""
+        spec = importlib.util.find_spec("attnlib")
+        if spec is None or spec.origin is None:
+            raise SandboxUnavailable("expected attnlib to be importable by the grader's Python, got none")
+        prefixes = dict.fromkeys((sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix))
+        return cls(sys.executable, tuple(prefixes), str(Path(spec.origin).parent))
+
+    def folders(self) -> list[str]:
+        """Every folder the kernel must see: the prefixes, the executable's folder and attnlib's."""
+        return list(dict.fromkeys([*self.prefixes, os.path.dirname(self.executable), self.library]))
 
 
 NOBODY = 65534
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+OWN = (("--proc", "/proc"), ("--dev", "/dev"), ("--tmpfs", "/tmp"))  # the namespace's own, empty or virtual
 
 
-def bwrap_args(scratch: Path) -> list[str]:
+def _resolved(path: str) -> tuple[list[tuple[str, str]], str]:
+    """``path`` resolved component by component: ``([(link, target), ...], real path)``, each symlink met on the
+    way with what it points to (as written), so the sandbox can recreate it."""
+    links, real = [], "/"
+    for part in Path(os.path.abspath(path)).parts[1:]:
+        step, hops = os.path.join(real, part), 0
+        while os.path.islink(step) and hops < 40:
+            target = os.readlink(step)
+            links.append((step, target))
+            step, hops = os.path.normpath(os.path.join(os.path.dirname(step), target)), hops + 1
+        real = os.path.realpath(step)
+    return links, real
+
+
+def _system() -> list[tuple[str, ...]]:
+    """The read-only system folders (a merged-/usr system's ``/bin`` is a symlink, recreated as one)."""
+    found = []
+    for folder in SYSTEM:
+        if os.path.islink(folder):
+            found.append(("--symlink", os.readlink(folder), folder))
+        elif os.path.isdir(folder):
+            found.append(("--ro-bind", folder, folder))
+    return found
+
+
+def mounts(interpreter: Interpreter, scratch: Path) -> list[tuple[str, ...]]:
+    """bubblewrap's mount operations, ``(option, *paths)``, destination last: the namespace's own ``/proc``,
+    ``/dev`` and ``/tmp``, the read-only system, the interpreter's folders read-only and ``scratch`` writable, each
+    where it resolves to, behind the symlinks that lead to it; parents before children."""
+    ops = [*OWN, *_system()]
+    system = [op[-1] for op in ops if op[0] == "--ro-bind"]
+    for folder, option in [*((f, "--ro-bind") for f in interpreter.folders()), (str(scratch), "--bind")]:
+        links, real = _resolved(folder)
+        ops += [("--symlink", target, link) for link, target in links]
+        ops.append((option, real, real))
+    bound = [op[-1] for op in ops if op[0] == "--ro-bind"]
+    inside = {op for op in ops if op[0] == "--ro-bind" and op[-1] not in system
+              and any(Path(op[-1]).is_relative_to(b) and op[-1] != b for b in bound)}  # already in a bound folder
+    unique = [op for op in dict.fromkeys(ops) if op not in inside]
+    return sorted(unique, key=lambda op: len(Path(op[-1]).parts))  # stable: the namespace's own first
+
+
+def bwrap_args(scratch: Path, interpreter: Interpreter | None = None) -> list[str]:
     """bubblewrap's arguments: the read-only system, Python and attnlib, ``scratch`` writable, all else absent."""
+    scratch = Path(_resolved(str(scratch))[1])
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--uid", str(NOBODY), "--gid", str(NOBODY)]  # inside, the student is nobody, with no capability
-    for folder in SYSTEM:
-        if Path(folder).is_symlink():
-            args += ["--symlink", os.readlink(folder), folder]
-        elif Path(folder).is_dir():
-            args += ["--ro-bind", folder, folder]
-    for folder in [*_python_homes(), _library()]:
-        args += ["--ro-bind", str(folder), str(folder)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-             "--bind", str(scratch), str(scratch), "--chdir", str(scratch),
-             "--setenv", "HOME", str(scratch), "--setenv", "TMPDIR", "/tmp",
-             # its parent is the namespace's init (pid 1: ipykernel polls no parent); bwrap ends it with the grader
-             "--setenv", "JPY_PARENT_PID", "1"]
-    return args
+    for op in mounts(interpreter or Interpreter.current(), scratch):
+        args += op
+    return args + ["--chdir", str(scratch), "--setenv", "HOME", str(scratch), "--setenv", "TMPDIR", "/tmp",
+                   # its parent is the namespace's init (pid 1: ipykernel polls no parent); bwrap ends it with
+                   # the grader
+                   "--setenv", "JPY_PARENT_PID", "1"]
 
 
 def prlimit_args(limits: Limits) -> list[str]:
@@ -87,20 +141,57 @@ def prlimit_args(limits: Limits) -> list[str]:
             f"--fsize={limits.file}", "--core=0", "--"]
 
 
+# Run in the sandbox by ``bwrap_works`` with the kernel's environment: which of the folders it was given it cannot
+# see, where it imports attnlib from, whether it finds ipykernel (json on stdout).
+PROBE = """
+import importlib.util, json, os, sys
+attnlib = importlib.util.find_spec("attnlib")
+print(json.dumps({"missing": [p for p in sys.argv[1:] if not os.path.isdir(p)],
+                  "attnlib": os.path.dirname(attnlib.origin) if attnlib and attnlib.origin else None,
+                  "ipykernel": importlib.util.find_spec("ipykernel") is not None}))
+"""
+
+
 @functools.cache
-def bwrap_works() -> str | None:
-    """None when bubblewrap runs a sandboxed Python here, else why not."""
+def bwrap_works(interpreter: Interpreter | None = None) -> str | None:
+    """None when bubblewrap runs ``interpreter`` (default: this Python) sandboxed and it sees every folder it needs
+    and imports the grader's attnlib, else why not, naming what it could not see."""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed: `apt-get install bubblewrap` (make autograde installs it as root)"
+    interpreter = interpreter or Interpreter.current()
     with _scratch_dir() as scratch:
         try:
-            done = subprocess.run([*bwrap_args(scratch), sys.executable, "-c", "import attnlib"],
-                                  capture_output=True, text=True, timeout=60, check=False)
+            done = subprocess.run([*bwrap_args(Path(scratch), interpreter), interpreter.executable, "-c", PROBE,
+                                   *interpreter.folders()], capture_output=True, text=True, timeout=60, check=False,
+                                  env={**os.environ, **kernel_env(interpreter)})
         except (OSError, subprocess.TimeoutExpired) as error:
             return f"bwrap did not start: {error}"
+    return _probe_failure(interpreter, done)
+
+
+def _probe_failure(interpreter: Interpreter, done: subprocess.CompletedProcess) -> str | None:
+    """What the probe's run says the sandbox lacks (the paths it could not see by name), or None."""
     if done.returncode != 0:
-        return f"bwrap could not run a sandboxed Python (exit {done.returncode}): {done.stderr.strip()[:300]}"
+        paths = [interpreter.executable, *interpreter.folders()]
+        unseen = [path for path in paths if path in done.stderr or _resolved(path)[1] in done.stderr]
+        what = f"the sandbox could not see {', '.join(dict.fromkeys(unseen))} " if unseen else ""
+        return f"{what}(bwrap exit {done.returncode}: {done.stderr.strip()[:300]})"
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    if found["missing"]:
+        return f"the sandbox could not see {', '.join(found['missing'])}"
+    if found["attnlib"] is None or _resolved(found["attnlib"])[1] != _resolved(interpreter.library)[1]:
+        return (f"the sandboxed Python ({interpreter.executable}) imports attnlib from {found['attnlib']}, expected "
+                f"the grader's, {interpreter.library}")
+    if not found["ipykernel"]:
+        return f"the sandboxed Python ({interpreter.executable}) cannot import ipykernel: install it in its venv"
     return None
+
+
+def kernel_env(interpreter: Interpreter | None = None) -> dict[str, str]:
+    """The environment a student's kernel needs: attnlib's parent folder first on its path, so that it imports the
+    grader's attnlib (a venv shared by two checkouts has the other's installed); inside the sandbox that folder
+    holds attnlib alone (the rest of a checkout is not there)."""
+    return {"PYTHONPATH": os.path.dirname((interpreter or Interpreter.current()).library)}
 
 
 def _scratch_dir():
@@ -135,15 +226,17 @@ def sandboxed() -> bool:
     if why:
         raise SandboxUnavailable(
             f"refusing to autograde: student code would run with your permissions, able to read every "
-            f"solution and hidden test and to write the gradebook, because {why}. Install bubblewrap, or run "
-            f"with {UNSAFE_ENV}=1 to grade without a sandbox on your own risk.")
+            f"solution and hidden test and to write the gradebook, because {why}. Make the sandbox work "
+            f"(bubblewrap installed, those folders readable), or run with {UNSAFE_ENV}=1 to grade without a sandbox "
+            "on your own risk.")
     return True
 
 
 def kernel_argv(scratch: Path, limits: Limits, sandbox: bool) -> list[str]:
     """The command that starts a student's IPython kernel (``{connection_file}`` filled in by jupyter_client)."""
-    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    return prlimit_args(limits) + (bwrap_args(scratch) if sandbox else []) + kernel
+    interpreter = Interpreter.current()
+    kernel = [interpreter.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    return prlimit_args(limits) + (bwrap_args(scratch, interpreter) if sandbox else []) + kernel
 
 
 def write_kernelspec(folder: Path, argv: list[str], env: dict[str, str]) -> str:

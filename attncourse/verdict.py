@@ -31,7 +31,7 @@ import nbformat
 
 import attnlib.exercises
 from attncourse.boundary import StudentKernel
-from attncourse.exercise_cells import exercise_name, nbgrader
+from attncourse.exercise_cells import chapter_number, exercise_name, nbgrader
 
 OUTPUT_LIMIT = 20_000
 
@@ -199,6 +199,6 @@ def exercise_label(assignment: str, where: str, nb: nbformat.NotebookNode) -> st
         index = int(where.split()[1])
         gid = nbgrader(nb.cells[index]).get("grade_id", "") if 0 <= index < len(nb.cells) else ""
     name = exercise_name(gid) if gid else ""
-    if name.startswith("ex") and assignment[:2].isdigit():
-        return f"{int(assignment[:2])}.{name[2:]}"
+    if name.startswith("ex") and chapter_number(assignment) is not None:
+        return f"{chapter_number(assignment)}.{name[2:]}"
     return where
