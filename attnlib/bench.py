@@ -573,9 +573,9 @@ def versions() -> str:
 
 
 #: ``--tune``'s candidate launches (block_m, block_n, num_warps, num_stages) for each Triton kernel.
-TUNE = {"forward": ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 32, 4, 3), (64, 64, 4, 3)),
-        "dkdv": ((32, 128, 4, 3), (64, 128, 8, 2), (32, 64, 4, 3), (64, 64, 4, 3)),
-        "dq": ((128, 32, 4, 3), (128, 64, 8, 2), (64, 32, 4, 3), (64, 64, 4, 3))}
+TUNE = {"forward": ((128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)),
+        "dkdv": ((32, 128, 4, 3), (64, 128, 8, 2), (64, 64, 4, 3)),
+        "dq": ((128, 32, 4, 3), (128, 64, 8, 2), (64, 64, 4, 3))}
 
 
 def _tune_one(kernel: str, launch: Callable, candidates: tuple, work: float) -> list[str]:
