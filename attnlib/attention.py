@@ -58,10 +58,17 @@ def check_dropout_p(dropout_p) -> None:
 
 @checked(check_dropout_p)
 def attention_dropout(weights: torch.Tensor, dropout_p: float) -> torch.Tensor:
-    """Weights (..., Lq, Lk): zero each with probability p, scale the kept ones by 1/(1 − p); p = 0 returns them."""
+    """Weights (..., Lq, Lk): zero each with probability p, scale the kept ones by 1/(1 − p); p = 0 returns them.
+
+    The coin flips are drawn on the CPU from torch's generator (``torch.manual_seed``) and moved to the weights'
+    device, so a seed drops the same weights on every device; on the CPU they are ``F.dropout``'s own.
+    """
     if dropout_p == 0:
         return weights
-    return F.dropout(weights, p=dropout_p, training=True)  # (..., Lq, Lk), same shape
+    if dropout_p == 1:
+        return weights * 0  # every weight dropped (a zero that keeps the graph)
+    noise = torch.empty_like(weights, device="cpu").bernoulli_(1 - dropout_p)  # 1 = kept, as F.dropout draws it
+    return weights * noise.div_(1 - dropout_p).to(weights.device)  # (..., Lq, Lk), same shape
 
 
 def _reference(query, key, value, *, attn_mask, dropout_p, is_causal, scale):
@@ -199,7 +206,8 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     the kept ones by 1/(1 − p) (as torch; use it only in training); the returned weights are the ones
     used. ``enable_gqa=True``: key and value may have fewer heads Hkv than the query's Hq (Hq divisible
     by Hkv); each group of Hq/Hkv query heads shares one key/value head. ``need_weights=False`` returns
-    ``(output, None)`` from torch's fused kernel; otherwise attnlib's readable path computes both.
+    ``(output, None)`` from torch's fused kernel (whose dropout draws on the device); otherwise attnlib's readable
+    path computes both, its dropout drawn on the CPU (``attention_dropout``).
     """
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1  # query heads per key/value head

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import attnlib
 from attnlib import device as dev
+from attnlib.attention import attention_dropout
+from attnlib.induction import control_tokens, repeated_tokens
 from tests.lib.tensors import CUDA, randn
 
 
@@ -157,3 +160,67 @@ def test_mixed_devices_raise_clear_errors(other):
         attnlib.apply_mask(q.to(other) @ k.to(other).T, torch.ones(4, 6, dtype=bool))
     with pytest.raises(ValueError, match=f"expected weight on {there} like x, got cpu"):
         attnlib.project(q.to(other), randn(8, 2))
+
+
+# --- the same numbers on every device: attnlib draws its random numbers on the CPU and moves them -------------
+
+def _dropout(device, generator):
+    return attention_dropout(torch.ones(3, 4, 5, dtype=torch.float64, device=device), 0.4)
+
+
+def _control(device, generator):
+    return control_tokens(repeated_tokens(4, 5, 12, generator=generator).to(device), 12, generator=generator)
+
+
+DRAWS = {"attention_dropout": _dropout, "control_tokens": _control,
+         "repeated_tokens": lambda device, generator: repeated_tokens(4, 5, 12, generator=generator, device=device)}
+
+
+def _drawn(name, device):
+    """DRAWS[name] on ``device`` from seed 0: its result, then the states of torch's CPU generator and of its own."""
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    result = DRAWS[name](device, generator)
+    return result, torch.get_rng_state(), generator.get_state()
+
+
+@pytest.mark.parametrize("other", OTHER_DEVICES)
+@pytest.mark.parametrize("name", DRAWS)
+def test_random_draws_are_made_on_the_cpu_whatever_the_device(name, other):
+    """The CPU generators advance exactly as for a CPU result (meta: the draws were made there, not on the device);
+    on a GPU the numbers are the CPU's."""
+    on_cpu, cpu_state, cpu_generator = _drawn(name, "cpu")
+    there, state, generator = _drawn(name, other)
+    assert there.device.type == other and there.shape == on_cpu.shape
+    assert torch.equal(state, cpu_state) and torch.equal(generator, cpu_generator)
+    if other != "meta":
+        assert torch.equal(there.cpu(), on_cpu)
+
+
+def test_the_draws_change_with_the_seed():
+    torch.manual_seed(1)
+    assert not torch.equal(DRAWS["attention_dropout"]("cpu", None), _drawn("attention_dropout", "cpu")[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("p", [0.1, 0.5, 1.0])
+def test_on_the_cpu_attention_dropout_drops_what_torch_drops(dtype, p):
+    """The chapters' CPU numbers are those of F.dropout, the transposed (non-contiguous) weights' included."""
+    weights = torch.rand(3, 6, 7, generator=torch.Generator().manual_seed(2)).to(dtype)
+    for w in (weights, weights.transpose(-1, -2)):
+        torch.manual_seed(5)
+        ours = attention_dropout(w, p)
+        torch.manual_seed(5)
+        assert torch.equal(ours, F.dropout(w, p, training=True))
+
+
+@CUDA
+def test_sdpa_with_dropout_gives_the_cpus_numbers_on_cuda():
+    """The readable path's dropout (need_weights=True); the fused path is torch's kernel, which draws on the device."""
+    q, k, v = randn(2, 4, 8), randn(2, 6, 8, seed=1), randn(2, 6, 3, seed=2)
+    torch.manual_seed(3)
+    expected = attnlib.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    torch.manual_seed(3)
+    got = attnlib.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), dropout_p=0.5)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a.cpu(), b, rtol=0, atol=1e-12)
