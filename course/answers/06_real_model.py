@@ -43,8 +43,9 @@ def one_head(self_attention, hidden_states, head):
     k = hidden_states @ self_attention.key.weight[rows].T + self_attention.key.bias[rows]
     return torch.softmax(q @ k.transpose(-2, -1), dim=-1)
 ''',
-        # computes every head with attnlib and keeps one: the exercise says plain torch, not attnlib
-        "shortcut": '''import torch
+        "shortcut": {
+            # computes every head with attnlib and keeps one: the exercise says plain torch, not attnlib
+            "attnlib's layer_attention": '''import torch
 
 from attnlib.models import layer_attention
 
@@ -53,7 +54,30 @@ def one_head(self_attention, hidden_states, head):
     """Attention weights (B, L, L) of one head, from that head's slice of the query/key weights."""
     return layer_attention(self_attention, hidden_states)[:, head]
 ''',
-        "alternative": '''import math
+            # the layer's own forward pass over all heads, then one head: there is no module to call
+            "the module's own forward": '''import torch
+
+
+def one_head(self_attention, hidden_states, head):
+    """Attention weights (B, L, L) of one head, from the layer's own forward pass."""
+    return self_attention(hidden_states, output_attentions=True)[1][:, head]
+''',
+        },
+        "alternative": {
+            # projects every head with the full weights, then keeps the head's columns: the same numbers
+            "all heads projected, one kept": '''import torch
+
+
+def one_head(self_attention, hidden_states, head):
+    """Attention weights (B, L, L) of one head: all heads projected, then this head's columns."""
+    d_k = self_attention.attention_head_size
+    q_all = hidden_states @ self_attention.query.weight.T + self_attention.query.bias  # (B, L, H * d_k)
+    k_all = hidden_states @ self_attention.key.weight.T + self_attention.key.bias
+    q = q_all.unflatten(-1, (-1, d_k))[..., head, :]  # (B, L, d_k)
+    k = k_all.unflatten(-1, (-1, d_k))[..., head, :]
+    return torch.softmax(q @ k.transpose(-2, -1) / d_k**0.5, dim=-1)
+''',
+            "F.linear and einsum": '''import math
 
 import torch
 
@@ -69,5 +93,6 @@ def one_head(self_attention, hidden_states, head):
     scores = torch.einsum("bqd,bkd->bqk", q, k) / math.sqrt(d_k)
     return scores.softmax(dim=-1)
 ''',
+        },
     },
 }
