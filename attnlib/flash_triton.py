@@ -254,11 +254,12 @@ class Config:
     num_stages: int = 2
 
 
-#: Tile sizes by head width, chosen on an H100/H200 (docs/perf.md); the forward and dQ need block_m % block_n == 0,
-#: dK/dV block_n % block_m == 0 (the causal diagonal falls on block boundaries).
-FORWARD = {64: Config(128, 64, 4, 3), 128: Config(128, 64, 8, 3), 256: Config(64, 32, 4, 2)}
-BACKWARD_DKDV = {64: Config(32, 128, 4, 3), 128: Config(32, 128, 8, 2), 256: Config(16, 64, 4, 2)}
-BACKWARD_DQ = {64: Config(128, 32, 4, 3), 128: Config(128, 32, 8, 2), 256: Config(64, 16, 4, 2)}
+#: Tile sizes by head width, the fastest of ``python -m attnlib.bench --tune`` on an H200 (docs/perf.md; 256 is a
+#: guess, not measured). The forward and dQ need block_m % block_n == 0, dK/dV block_n % block_m == 0: the causal
+#: diagonal then falls on block boundaries.
+FORWARD = {64: Config(128, 64, 8, 3), 128: Config(128, 64, 8, 3), 256: Config(64, 32, 4, 2)}
+BACKWARD_DKDV = {64: Config(64, 64, 4, 3), 128: Config(64, 128, 8, 2), 256: Config(16, 64, 4, 2)}
+BACKWARD_DQ = {64: Config(64, 64, 4, 3), 128: Config(128, 64, 8, 2), 256: Config(64, 16, 4, 2)}
 #: In the interpreter every program runs in turn on the CPU: small tiles keep a test's arrays small.
 INTERPRETED = Config(16, 16, 1, 1)
 MAX_HEAD_D = 256
