@@ -47,14 +47,25 @@ def merge_states(state_a, state_b):
     n = length // block_size
     return n * (n + 1) // 2
 ''',
-        # right count, but by walking the grid the exercise says not to build
-        "shortcut": '''import math
+        "shortcut": {
+            # right count, but by walking the grid the exercise says not to build
+            "range over the grid": '''import math
 
 
 def causal_tiles(length, block_size):
     n = math.ceil(length / block_size)
     return sum(1 for row in range(n) for col in range(row + 1))
 ''',
+            # right count, by a while loop over the rows of tiles: no forbidden name, still a loop
+            "a while loop": '''def causal_tiles(length, block_size):
+    tiles, row, start = 0, 0, 0
+    while start < length:
+        row += 1
+        tiles += row
+        start += block_size
+    return tiles
+''',
+        },
         "alternative": '''import math
 
 
