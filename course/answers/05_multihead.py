@@ -110,4 +110,42 @@ def mha_parameter_count(embed_dim, num_heads, bias=True, kdim=None, vdim=None):
     return sum(width * embed_dim + (embed_dim if bias else 0) for width in widths_in)
 ''',
     },
+    "ex5": {
+        "wrong": {
+            # interleaved groups: query head h reads key head h mod H_kv, not h // G
+            "interleaved groups": '''\
+def qk_circuit(layer, head):
+    """W_QK^h (D, D) of a query head."""
+    d_k = layer.embed_dim // layer.num_heads
+    group = head % layer.num_kv_heads
+    w_q = layer.q_proj.weight[head * d_k:(head + 1) * d_k].T
+    w_k = layer.k_proj.weight[group * d_k:(group + 1) * d_k].T
+    return (w_q @ w_k.T).detach()
+''',
+            # the stored weights as if they were W: rows and columns swapped, a (d_k, d_k) matrix
+            "nn.Linear's weight read as W": '''\
+def qk_circuit(layer, head):
+    """W_QK^h (D, D) of a query head."""
+    d_k = layer.embed_dim // layer.num_heads
+    group = head // (layer.num_heads // layer.num_kv_heads)
+    w_q = layer.q_proj.weight[:, head * d_k:(head + 1) * d_k]
+    w_k = layer.k_proj.weight[:, group * d_k:(group + 1) * d_k]
+    return (w_q @ w_k.T).detach()
+''',
+        },
+        "shortcut": None,
+        # every query head's keys, repeated over its group (as torch's enable_gqa does), then one einsum
+        "alternative": '''\
+import torch
+
+
+def qk_circuit(layer, head):
+    """W_QK^h = W_Q^h (W_K^g)^T from the key heads repeated for their groups."""
+    heads, d_k = layer.num_heads, layer.embed_dim // layer.num_heads
+    w_q = layer.q_proj.weight.detach().unflatten(0, (heads, d_k))  # (H, d_k, D): row blocks, one per head
+    w_k = layer.k_proj.weight.detach().unflatten(0, (layer.num_kv_heads, d_k))  # (H_kv, d_k, D)
+    w_k = w_k.repeat_interleave(heads // layer.num_kv_heads, dim=0)  # (H, d_k, D): key head of each query head
+    return torch.einsum("kd,ke->de", w_q[head], w_k[head])
+''',
+    },
 }
