@@ -74,6 +74,35 @@ def message_of(fig) -> str | None:
 NEGLIGIBLE = 1e-6
 
 
+# Mathtext in labels and titles ($d_k$, $\mathcal{L}(w)$) as a screen reader should read it: symbols, no dollars,
+# backslashes or braces; a subscript in Unicode where it has one (d_k -> dₖ), else run on (W_Q -> WQ).
+_TEX = {r"\mathcal": "", r"\partial ": "∂", r"\partial": "∂", r"\sqrt": "√", r"\Vert": "‖", r"\|": "‖",
+        r"\cdot": "·", r"\alpha": "α", r"\beta": "β", r"\sigma": "σ", r"\theta": "θ", r"\omega": "ω", r"\rho": "ρ",
+        r"\to": "→", r"\infty": "∞",
+        r"\top": "ᵀ", r"\times": "×", r"\,": " ", r"\!": "", r"\ ": " "}
+_SUBSCRIPT = dict(zip("aehijklmnoprstuvx0123456789", "ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ₀₁₂₃₄₅₆₇₈₉", strict=True))
+
+
+def _subscript(match: re.Match) -> str:
+    chars = match.group(1) or match.group(2)
+    return "".join(_SUBSCRIPT[c] for c in chars) if all(c in _SUBSCRIPT for c in chars) else chars
+
+
+def _math_words(match: re.Match) -> str:
+    text = match.group(1)
+    for tex, plain in _TEX.items():
+        text = text.replace(tex, plain)
+    text = re.sub(r"\\(?:operatorname|mathrm|text)\{([^{}]*)\}", r"\1", text)
+    text = re.sub(r"\\([a-zA-Z]+)", r"\1", text)  # any other command: its name
+    text = re.sub(r"_(?:\{([^{}]*)\}|(\w))", _subscript, text)
+    return text.replace("{", "").replace("}", "")
+
+
+def plain_text(text: str) -> str:
+    """``text`` with every ``$...$`` of mathtext read as words and symbols (``$1/\\sqrt{d_k}$`` -> ``1/√dₖ``)."""
+    return re.sub(r"\$([^$]*)\$", _math_words, text)
+
+
 def _number(value: float, scale: float = 0.0) -> str:
     """``value`` in 2 significant digits (2 decimals between 0.01 and 1000); "0" when it is negligible beside
     ``scale``, the largest magnitude it is read with (0: never)."""
@@ -159,8 +188,14 @@ def _row_pattern(m: np.ndarray, rows: list[str], cols: list[str]) -> str:
         return f"{_diagonal_pattern(m)}; {text}" if m.shape[0] == m.shape[1] else text
     best = np.nanargmax(m, axis=1)
     parts = [f"{rows[i]}: all {_number(m[i, j])}" if _number(np.nanmin(m[i])) == _number(m[i, j])
-             else f"{rows[i]}: {cols[j]} {_number(m[i, j])}" for i, j in enumerate(best)]
+             else f"{rows[i]}: {_ties(m[i], cols)} {_number(m[i, j])}" for i, j in enumerate(best)]
     return "largest value in each row: " + "; ".join(parts)
+
+
+def _ties(row: np.ndarray, cols: list[str]) -> str:
+    """The columns that hold ``row``'s largest value as printed, 'noun, actor' when two tie."""
+    top = _number(np.nanmax(row))
+    return ", ".join(c for c, v in zip(cols, row, strict=True) if _number(v) == top)
 
 
 def _count(n: int, word: str) -> str:
@@ -249,7 +284,28 @@ def _describe_curve(label: str | None, x: np.ndarray, y: np.ndarray, x_name: str
     xs = _span(np.nanmin(x), np.nanmax(x))
     if xs.startswith("at"):  # one x: a point, or points stacked over it
         return _describe_one_x(label, x, y, x_name, y_name)
-    return f"{label or 'a curve'} {_trend(y, _linear_scale(y, linear))} as {x_name} goes {xs}"
+    scale = _linear_scale(y, linear)
+    turn = _one_turn(x, y, x_name, scale)
+    if turn:
+        return f"{label or 'a curve'} {turn}"
+    return f"{label or 'a curve'} {_trend(y, scale)} as {x_name} goes {xs}"
+
+
+def _one_turn(x: np.ndarray, y: np.ndarray, x_name: str, scale: float) -> str | None:
+    """'falls from 3.3 to 0.09 at w = 2.1, then rises to 3' for a curve with one valley (or peak) inside its
+    range; None otherwise."""
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if y.size < 3:
+        return None
+    signs = np.sign(np.diff(y))
+    signs = signs[signs != 0]
+    if signs.size < 2 or np.count_nonzero(np.diff(signs)) != 1:
+        return None
+    i = int(np.argmin(y) if signs[0] < 0 else np.argmax(y))
+    first, then = ("falls", "rises") if signs[0] < 0 else ("rises", "falls")
+    return (f"{first} from {_number(y[0], scale)} to {_number(y[i], scale)} at {x_name} = {_number(x[i])}, "
+            f"then {then} to {_number(y[-1], scale)}")
 
 
 def _describe_lines(ax) -> list[str]:
@@ -335,16 +391,17 @@ def _describe_bars(ax) -> list[str]:
             names = [ticks[int(np.argmin(np.abs(positions - c)))] for c in centres]
         else:
             names = [str(i) for i in range(heights.size)]
+        scale = _linear_scale(heights, ax.get_yscale() == "linear")
         label = container.get_label()
         named = f'bars "{label}"' if label and not label.startswith("_") else (
             f"bar set {k + 1}" if len(containers) > 1 else "")
         count = f"{named}: {heights.size} bars" if named else f"{heights.size} bars"
-        if _number(np.nanmin(heights)) == _number(np.nanmax(heights)):
-            out.append(f"{count}, all at {_number(heights[0])}")
+        if _number(np.nanmin(heights), scale) == _number(np.nanmax(heights), scale):
+            out.append(f"{count}, all at {_number(heights[0], scale)}")
             continue
         top, low = int(np.nanargmax(heights)), int(np.nanargmin(heights))
-        out.append(f"{count}, tallest {names[top]} at {_number(heights[top])}, "
-                   f"lowest {names[low]} at {_number(heights[low])}")
+        out.append(f"{count}, tallest {names[top]} at {_number(heights[top], scale)}, "
+                   f"lowest {names[low]} at {_number(heights[low], scale)}")
     return out
 
 
@@ -389,11 +446,11 @@ def summarize_figure(fig) -> str:
     described = [d for d in described if d]
     heading = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) is not None else ""
     if len(described) == 1 and not heading:
-        return f"{described[0]}."
+        return plain_text(f"{described[0]}.")
     intro = f"Figure with {len(described)} panels" if len(described) > 1 else "Figure"
     intro = f'{intro}, "{heading}"' if heading else intro
     if not described:
-        return f"{intro}, nothing plotted."
+        return plain_text(f"{intro}, nothing plotted.")
     if len(described) == 1:
-        return f"{intro}: {described[0]}."
-    return f"{intro}. " + " ".join(f"Panel {i + 1}: {d}." for i, d in enumerate(described))
+        return plain_text(f"{intro}: {described[0]}.")
+    return plain_text(f"{intro}. " + " ".join(f"Panel {i + 1}: {d}." for i, d in enumerate(described)))

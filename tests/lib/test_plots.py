@@ -462,3 +462,21 @@ def test_head_grid_text_stays_legible_in_the_column():
     shown = float(plots.png_text(png)[images.TEXT_KEY]) * min(1.0, 688 / meta["width"])
     assert shown >= 9, f"the grid is {meta['width']} px wide: its smallest text shows at {shown:.1f} px"
     plt.close("all")
+
+
+def test_alt_text_reads_mathtext_a_curves_turn_ties_and_negligible_bars():
+    """A screen reader hears symbols, not TeX; a curve with one valley is read with where it turns; a heatmap row's
+    tied largest values are all named; a bar a millionth of the tallest reads as 0 (issue #45)."""
+    fig, (left, right) = plt.subplots(1, 2)
+    w = np.linspace(-1, 5, 61)
+    left.plot(w, (w - 2) ** 2, label="loss $\\mathcal{L}(w)$")
+    left.set(xlabel="w", ylabel="scaled by $1/\\sqrt{d_k}$")
+    right.bar(range(3), [1.0, 0.5, 1e-9])
+    text = plots.describe_figure(fig)
+    assert "$" not in text and "\\" not in text and "scaled by 1/√dₖ" in text, text
+    assert "loss L(w) falls from 9 to 0 at w = 2, then rises to 9" in text, text
+    assert "lowest 2 at 0" in text, text
+    ties = plots.describe_figure(plots.heatmap(np.array([[1.0, 1.0, 0.0], [0.0, 0.2, 1.0]]), ["cat", "mat"],
+                                               ["noun", "actor", "place"]).figure)
+    assert "cat: noun, actor 1; mat: place 1" in ties, ties
+    plt.close("all")
