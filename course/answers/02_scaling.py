@@ -86,46 +86,4 @@ def self_score_factor(d_k, sigma):
     return variance ** -0.5
 ''',
     },
-    "ex5": {
-        "wrong": {
-            # masks with −inf first, then caps: c·tanh(−inf) = −c, so masked keys keep a weight
-            "masks before capping": '''import torch
-
-
-def softcapped_attention(query, key, value, cap, attn_mask=None):
-    scores = query @ key.T / query.shape[-1] ** 0.5
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    weights = torch.softmax(cap * torch.tanh(scores / cap), dim=-1)
-    return weights @ value, weights
-''',
-            # caps the raw scores Q Kᵀ and scales afterwards: the bound becomes c / √Dk, not c
-            "caps before scaling": '''import torch
-
-
-def softcapped_attention(query, key, value, cap, attn_mask=None):
-    capped = cap * torch.tanh(query @ key.T / cap) / query.shape[-1] ** 0.5
-    if attn_mask is not None:
-        capped = capped.masked_fill(~attn_mask, float("-inf"))
-    weights = torch.softmax(capped, dim=-1)
-    return weights @ value, weights
-''',
-        },
-        "shortcut": None,  # the exercise states no rule
-        # its own softmax: exponentials of the capped inputs, zeroed where the mask says False
-        "alternative": '''import math
-
-import torch
-
-
-def softcapped_attention(query, key, value, cap, attn_mask=None):
-    z = torch.einsum("qd,kd->qk", query, key) / math.sqrt(query.shape[-1])
-    z = cap * torch.tanh(z / cap)
-    e = torch.exp(z - cap)  # every capped input is below cap, so no overflow
-    if attn_mask is not None:
-        e = torch.where(attn_mask, e, torch.zeros_like(e))
-    weights = e / e.sum(dim=-1, keepdim=True)
-    return torch.einsum("qk,kv->qv", weights, value), weights
-''',
-    },
 }
