@@ -180,7 +180,7 @@ def tile_grads(probs: torch.Tensor, delta: torch.Tensor, q_blk: torch.Tensor, k_
     return ds @ k_blk, ds.transpose(-2, -1) @ q_blk, dv  # dQ = dS K, dK = dSᵀ Q
 
 
-def _key_block_grads(saved: tuple, grads: tuple, k0: int, k1: int, is_causal: bool, block_size: int) -> None:
+def key_block_grads(saved: tuple, grads: tuple, k0: int, k1: int, is_causal: bool, block_size: int) -> None:
     """Add the gradients of the keys [k0, k1) to dK, dV and of every query that sees them to dQ (in place).
 
     ``saved`` = (query (..., Lq, Dk) scaled, key (..., Lk, Dk), value (..., Lk, Dv), dO (..., Lq, Dv),
@@ -229,7 +229,7 @@ def tiled_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
              query.new_zeros((*batch, lk, value.shape[-1])))
     saved = (query, key, value, grad_out, lse, delta, mask)
     for k0, k1 in _bounds(lk, block_size):  # FlashAttention-2's order: one key block (a GPU program) at a time
-        _key_block_grads(saved, grads, k0, k1, is_causal, block_size)
+        key_block_grads(saved, grads, k0, k1, is_causal, block_size)
     return grads[0] * scale, grads[1], grads[2]  # dQ: the scores were taken with the scaled query
 
 
