@@ -7,6 +7,9 @@ What it does, and why here: the causes sit in our build's inputs or in upstream 
   scale it was drawn at into ``attnlib-scale``. myst-nb gives notebook images their file path as
   ``alt``; ``describe_images`` (``doctree-read``) sets the description instead, and the CSS size of a
   2x image, so it is sharp on high-density screens and the same size as before everywhere else.
+* **Figures' text size.** ``figure_png`` also writes the figure's smallest text in CSS px (``attnlib-text-px``);
+  ``mark_text_sizes`` puts it on each page's ``<img>`` as ``data-attnlib-text-px``, where the browser tests
+  multiply it by the scale the page shows the figure at (a wide figure in the column is scaled down).
 * **Markup the theme and sphinxcontrib-bibtex write.** ``fix_page_html`` rewrites each page after it
   is written: the reference list's deprecated ``doc-biblioentry`` role becomes ``listitem`` (its
   ``role="list"`` parent then has the children ARIA requires); controls whose ``aria-label`` does
@@ -34,7 +37,8 @@ from PIL import Image
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from attnlib.views.images import ALT_KEY, CELL_TEXT_KEY, SCALE_KEY  # the PNG text chunks figure_png writes
+# the PNG text chunks figure_png writes, and the attribute that gives a figure's smallest text to the browser
+from attnlib.views.images import ALT_KEY, CELL_TEXT_KEY, SCALE_KEY, TEXT_ATTRIBUTE, TEXT_KEY
 
 from .site_assets import STATIC_DIR, copy_static
 
@@ -137,6 +141,27 @@ def fix_html(text: str) -> str:
     return _BUTTON.sub(_label_in_name, text)
 
 
+_PNG_IMG = re.compile(r'<img\b(?![^>]*\bdata-attnlib-text-px=)(?P<attributes>[^>]*?\bsrc="(?P<src>[^"]+\.png)"[^>]*)>')
+
+
+def _text_px(path: Path) -> str | None:
+    try:
+        with Image.open(path) as image:
+            return dict(getattr(image, "text", {}) or {}).get(TEXT_KEY)
+    except OSError:
+        return None
+
+
+def mark_text_sizes(text: str, folder: Path) -> str:
+    """Each ``<img>`` of a PNG (a file beside the page) that carries its smallest text size (``attnlib-text-px``)
+    gets it as ``data-attnlib-text-px``: the browser tests multiply it by the figure's scale on the page."""
+    def add(match: re.Match) -> str:
+        size = _text_px(folder / match["src"])
+        return match.group(0) if size is None else f'<img {TEXT_ATTRIBUTE}="{size}"{match["attributes"]}>'
+
+    return _PNG_IMG.sub(add, text)
+
+
 def fix_page_html(app: Sphinx, exception: Exception | None) -> None:
     """``build-finished``: copy a11y.css/js into the output and rewrite every page's markup fixes."""
     if exception is not None or app.builder is None or app.builder.format != "html":
@@ -147,7 +172,7 @@ def fix_page_html(app: Sphinx, exception: Exception | None) -> None:
         if "_static" in page.parts:
             continue
         text = page.read_text(encoding="utf-8")
-        fixed = fix_html(text)
+        fixed = mark_text_sizes(fix_html(text), page.parent)
         if fixed != text:
             page.write_text(fixed, encoding="utf-8")
             changed += 1

@@ -7,7 +7,8 @@ reads them (the markers, and the metadata) for the course and for this extension
 ``ATTNLIB_EDITION`` (``make book EDITION=instructor``) picks the edition:
 
 * ``student`` (the default, and what the publish workflow deploys): every solution region becomes the
-  stub nbgrader hands out (``raise NotImplementedError()``) and its cell's outputs go; hidden tests are
+  stub nbgrader hands out (``raise NotImplementedError()``); the outputs of every answer and test cell go (the
+  build ran the reference answers: a "tests passed" under a stub would be the instructor's run); hidden tests are
   dropped whole; a written answer cell becomes a line saying it is graded by hand. The ``.ipynb``
   download of a chapter is replaced by the student release ``course/release/<chapter>.ipynb`` (made by
   ``python -m course publish``), and the Colab and Binder buttons open that file in the repository.
@@ -101,14 +102,35 @@ def rewrite_exercise_cells(app: Sphinx, doctree: nodes.document) -> None:
     for cell, block in list(_code_cells(doctree)):
         text = block.astext()
         markers = {marker for _, _, marker in marked_lines(text) if marker}
+        graded = grading_role(cell)
+        if graded:
+            cell["classes"].append(f"attnlib-exercise-{graded}")
+        if which == "student" and (graded or BEGIN_SOLUTION in markers):
+            drop_outputs(cell)
         if not markers:
             continue
         cleaned = strip_nbgrader_markers(text, which)
         block.rawsource = cleaned
         block[:] = [nodes.Text(cleaned)]
-        if which == "student" and BEGIN_SOLUTION in markers:
-            for output in [c for c in cell.children if c.get("nb_element") == "cell_code_output"]:
-                cell.remove(output)
+
+
+def grading_role(cell: nodes.Element) -> str | None:
+    """``'answer'`` for an nbgrader answer cell (``solution``), ``'tests'`` for a graded test cell, else None.
+
+    The build executes the chapters with the reference answers in place: what such a cell printed ("Exercise
+    1.1: tests passed", the points) is the instructor's run, which the student edition must not show under the
+    stub a student gets. The instructor edition keeps it.
+    """
+    grading = (cell.get("cell_metadata") or {}).get("nbgrader") or {}
+    if grading.get("solution"):
+        return "answer"
+    return "tests" if grading.get("grade") else None
+
+
+def drop_outputs(cell: nodes.Element) -> None:
+    """Remove a code cell's outputs (what the reference run printed or drew)."""
+    for output in [c for c in cell.children if c.get("nb_element") == "cell_code_output"]:
+        cell.remove(output)
 
 
 def _chapter_stem(pagename: str) -> str | None:

@@ -148,8 +148,8 @@
     });
   }
   function fixScrollers() {
-    document.querySelectorAll('.bd-article div, .bd-article table, .bd-article span.attnlib-wide-math').forEach(function (box) {
-      if (box.scrollWidth <= box.clientWidth + 1 || box.closest('svg')) { return; }
+    document.querySelectorAll(SCROLL_BOXES).forEach(function (box) {
+      if (box.scrollWidth <= box.clientWidth + 1 || hiddenWidth(box) <= 1 || box.closest('svg')) { return; }
       var overflow = getComputedStyle(box).overflowX;
       if ((overflow === 'auto' || overflow === 'scroll') && !box.querySelector(FOCUSABLE) && !box.hasAttribute('tabindex')) {
         box.setAttribute('tabindex', '0');
@@ -161,10 +161,46 @@
     });
   }
 
+  // A box that scrolls sideways gets a visible cue (a11y.css): attnlib-scrolls on the box (its hidden edge
+  // shaded), attnlib-scroll-parent on its parent (a line under it). A display formula's overflow is its
+  // rendering's width past the box (scrollWidth also counts the clipped assistive MathML).
+  var SCROLL_BOXES = '.bd-article div, .bd-article table, .bd-article mjx-container[display="true"], ' +
+                     '.bd-article span.attnlib-wide-math';
+  function hiddenWidth(box) {
+    if (box.tagName === 'MJX-CONTAINER') {
+      var math = box.querySelector(':scope > mjx-math');
+      return math ? math.getBoundingClientRect().width - box.clientWidth : 0;
+    }
+    return box.scrollWidth - box.clientWidth;
+  }
+  function setClass(el, name, on) { if (el && on !== el.classList.contains(name)) { el.classList.toggle(name, on); } }
+  function markScrolling() {
+    var marked = new Set(document.querySelectorAll('.bd-article .attnlib-scrolls'));
+    document.querySelectorAll(SCROLL_BOXES).forEach(function (box) {
+      if (box.scrollWidth > box.clientWidth + 2 && !box.closest('svg')) { marked.add(box); }
+    });
+    marked.forEach(function (box) {
+      var overflow = getComputedStyle(box).overflowX;
+      var scrolls = (overflow === 'auto' || overflow === 'scroll') && hiddenWidth(box) > 2;
+      setClass(box, 'attnlib-scrolls', scrolls);
+      if (box.tagName !== 'SPAN') { setClass(box.parentElement, 'attnlib-scroll-parent', scrolls); }
+    });
+  }
+  // A figure shown narrower than it was drawn (its width attribute) links to its full-size file: say so.
+  function markShrunk() {
+    document.querySelectorAll('.bd-article a.image-reference > img[width], .bd-article a > img[width]').forEach(
+      function (img) {
+        var shown = img.getBoundingClientRect().width;
+        setClass(img.parentElement, 'attnlib-shrunk', shown > 0 && shown < 0.9 * Number(img.getAttribute('width')));
+      });
+  }
+
   function fixAll() {
     unscrollRounding();
     markWideMath();
     fixScrollers();
+    markScrolling();
+    markShrunk();
     document.querySelectorAll('.widget-slider').forEach(fixSlider);
     document.querySelectorAll('.widget-dropdown').forEach(fixDropdown);
     document.querySelectorAll('.attnlib-explorer').forEach(fixExplorer);

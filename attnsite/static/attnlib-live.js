@@ -257,12 +257,31 @@
     if (kind === 'model') {
       Object.assign(params, { display_mode: 'light', include_heads: range(attentions[0].length),
         total_heads: attentions[0].length });
+    } else {
+      Object.assign(params, staticChoice(attentions.length, attentions[0].length));
     }
     template.draw(libraries.$, libraries.d3, params);
     const select = container.querySelector('select');
     if (select) { select.setAttribute('aria-label', 'Layer shown in the head view'); }
     // the chapter's own views' keyboard use, names, and the model view scaled to the column (viewBox)
     window.attnlibLiveBertviz.access(document.getElementById(id), kind);
+  }
+
+  /**
+   * The layer and head the chapter's own (static) head view opens on, read from its controls, so the live view
+   * opens on the same head: BertViz's default (layer 0, all heads overlaid) is a tangle of 12 colours.
+   */
+  function staticChoice(layers, heads) {
+    const root = document.querySelector('[id^="attnlib-head-"]');
+    const select = root && root.querySelector('select#layer');
+    const layer = select ? Number(select.value) : NaN;
+    const shown = root ? Array.from(root.querySelectorAll('[role="switch"][aria-checked="true"]'))
+      .map((s) => Number((s.getAttribute('aria-label') || '').split(' ')[1])) : [];
+    const choice = {};
+    if (Number.isInteger(layer) && layer >= 0 && layer < layers) { choice.layer = layer; }
+    const valid = shown.filter((h) => Number.isInteger(h) && h >= 0 && h < heads);
+    if (valid.length) { choice.heads = valid; }
+    return choice;
   }
 
   function option(text, value) {

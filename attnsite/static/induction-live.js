@@ -50,14 +50,15 @@
   }
 
   function parse(text, model) {
-    // "ABC A B" or "A, B, C": letters in either case and the digits 0-5; returns the token ids
+    // "ABCAB", "A B C" or "A, B, C": letters in either case and the digits 0-5, one character per symbol (spaces
+    // and commas only separate them: "hello world" is H E L L O W O R L D); returns the token ids
     const trimmed = text.trim().toUpperCase();
     if (!trimmed) throw new InputError('The box is empty: type a sequence of symbols, e.g. W O R K W O R K.');
-    const symbols = /[\s,]/.test(trimmed) ? trimmed.split(/[\s,]+/).filter(Boolean) : Array.from(trimmed);
-    const bad = symbols.findIndex((s) => s.length !== 1 || !model.symbols.includes(s));
+    const symbols = Array.from(trimmed.replace(/[\s,]+/g, ''));
+    const bad = symbols.findIndex((s) => !model.symbols.includes(s));
     if (bad >= 0) {
-      throw new InputError(`Expected symbols from A–Z and 0–5 (the model's ${model.symbols.length} tokens), ` +
-        `got “${symbols[bad]}” at position ${bad + 1}.`);
+      throw new InputError(`Expected symbols from A–Z and 0–5 (the model's ${model.symbols.length} tokens, one ` +
+        `character each; spaces and commas only separate them), got “${symbols[bad]}” as symbol ${bad + 1}.`);
     }
     if (symbols.length > model.max_length) {
       throw new InputError(`Expected at most ${model.max_length} symbols (the model's positions), ` +

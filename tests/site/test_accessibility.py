@@ -42,6 +42,7 @@ SITE = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
 REPORT = SITE.parent / "a11y" / "axe.json"
 SCREENSHOTS = SITE.parent / "screenshots"  # half-scale JPEGs of every page state the tests read, index.html
 VISUAL_CHECK = Path(__file__).parent / "js" / "visual_check.js"
+READER_CHECK = Path(__file__).parent / "js" / "reader_check.js"
 AXE, WCAG_TAGS = bu.AXE, bu.WCAG_TAGS
 MODES = ["light", "dark"]
 WIDTHS = [1280, 390]
@@ -256,6 +257,7 @@ def test_axe_finds_no_wcag_violation(page, mode, width, browsers, server, axe_re
     assert driver.execute_script("return document.documentElement.dataset.theme") == mode
     violations = run_axe(driver)
     axe_results[(page, mode, width)] = violations
+    READER[(page, mode, width)] = reader_check(driver)  # formulas, figures, header: read by the tests below
     shrunk = driver.execute_script(SHRUNK)
     assert shrunk == [], f"{page} at {width} px: figures shrunk below their size, cell numbers under 9 px: {shrunk}"
     wcag = [v for v in violations if _is_wcag(v)]
@@ -294,6 +296,166 @@ def test_best_practice_findings_are_reported(page, axe_results, capsys):
     tmp = REPORT.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(merged, indent=1), encoding="utf-8")
     tmp.replace(REPORT)
+
+
+# --- what a reader meets: formulas, figures, the header (measured on test_axe's loads) ---------------------
+
+READER: dict[tuple, dict] = {}  # {(page, mode, width): reader_check.js's measurements}, filled by test_axe
+LEGIBLE_TEXT_PX = 9  # the smallest figure text a reader can read in the laptop column (as displayed)
+LAPTOP = max(WIDTHS)
+
+
+@functools.cache
+def _reader_check() -> str:
+    return READER_CHECK.read_text(encoding="utf-8")
+
+
+def reader_check(driver) -> dict:
+    """``reader_check.js`` on the page as it is drawn now: {equations, figures, navigation}."""
+    return driver.execute_script("return eval(arguments[0]);", _reader_check())
+
+
+def _measured(page: str) -> dict[tuple, dict]:
+    runs = {(mode, width): READER.get((page, mode, width)) for mode in MODES for width in WIDTHS}
+    missing = [key for key, value in runs.items() if value is None]
+    assert not missing, f"{page}: test_axe did not measure the page in {missing} (it runs first, in this worker)"
+    return runs
+
+
+def equation_problems(equations: list[dict], width: int) -> list[str]:
+    """What is wrong with a page's display formulas at one width: a number over its formula; a formula cut with no
+    visible way to scroll it; on a laptop, any formula wider than the column."""
+    problems = []
+    for eq in equations:
+        name = f"eq. {eq['number'] or '(unnumbered)'} {eq['id'] or ''} in \"{eq['section']}\"".replace("  ", " ")
+        if eq["overlap"] > 1:
+            problems.append(f"{name}: its number covers {eq['overlap']} px of the formula")
+        if eq["hidden"] > 2 and not (eq["scrolls"] and eq["cue"]):
+            how = "no scrolling" if not eq["scrolls"] else "no visible cue that it scrolls"
+            problems.append(f"{name}: {eq['hidden']} px cut off, with {how}")
+        elif eq["hidden"] > 2 and width >= LAPTOP:
+            problems.append(f"{name}: {eq['width']} px wide, {eq['hidden']} px past the laptop column (break it)")
+    return problems
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_display_equations_fit_or_scroll_visibly(page):
+    """After the page's axe runs (their loads): on a laptop every display formula fits the column; at any width
+    its number never covers it, and a formula wider than a phone's column scrolls in its own box with a visible
+    cue. The message names each formula by number, id and section, with the px (for the chapter's author)."""
+    problems = [f"{mode} {width} px: {p}" for (mode, width), seen in _measured(page).items() if mode == MODES[0]
+                for p in equation_problems(seen["equations"], width)]
+    assert problems == [], f"{page}: {len(problems)} display formulas cut or covered:\n  " + "\n  ".join(problems)
+
+
+def figure_problems(figures: list[dict]) -> list[str]:
+    """Figures whose smallest text shows under LEGIBLE_TEXT_PX, and figures shown narrower than drawn that do not
+    say a click enlarges them."""
+    problems = []
+    for figure in figures:
+        where = f"figure in \"{figure['section']}\" ({figure['alt'][:60]}...)"
+        if figure["shownPx"] < LEGIBLE_TEXT_PX:
+            own = f" (drawn at {figure['ownPx']:g} px, shown {figure['width']} px wide)" if figure["ownPx"] else ""
+            problems.append(f"{where}: smallest text {figure['shownPx']:.1f} px{own}")
+        if figure["ownPx"] and not figure["explorer"] and figure["shownPx"] < figure["ownPx"] - 0.5 \
+                and not figure["enlarges"]:
+            problems.append(f"{where}: shown smaller than drawn, without 'click to enlarge'")
+    return problems
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_figure_text_is_legible_in_the_column(page):
+    """After the page's axe runs: in the laptop column, every figure's smallest text (its own size, stored with the
+    figure, times the scale the page shows it at; an SVG chart's text measured) is at least 9 px as displayed, and
+    a figure shown smaller than drawn says that a click enlarges it. The message names each figure and its px."""
+    seen = _measured(page)[(MODES[0], LAPTOP)]
+    problems = figure_problems(seen["figures"])
+    unmeasured = seen.get("unmeasured", [])
+    assert unmeasured == [], f"{page}: figures without their text size (attnlib-text-px; re-execute): {unmeasured}"
+    assert problems == [], f"{page}: {len(problems)} figures too small to read:\n  " + "\n  ".join(problems)
+
+
+TAP = """
+const el = Array.from(document.querySelectorAll(arguments[0])).find(e => {
+  const r = e.getBoundingClientRect();
+  return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden';
+});
+if (!el) { return null; }
+el.scrollIntoView({block: 'nearest'});
+const r = el.getBoundingClientRect();
+return {x: r.left + r.width / 2, y: r.top + r.height / 2, w: r.width, h: r.height};
+"""
+DRAWER = """
+const dialog = document.querySelector(arguments[0]);
+if (!dialog || !dialog.open) { return null; }
+const r = dialog.getBoundingClientRect();
+const links = Array.from(dialog.querySelectorAll('a[href]')).filter(a => {
+  const b = a.getBoundingClientRect(); return b.width > 0 && b.height > 0 && b.top < window.innerHeight && b.right > 0;
+});
+return {width: r.width, links: links.length, text: links.slice(0, 3).map(a => a.textContent.trim())};
+"""
+PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True}
+
+
+def tap(driver, selector: str) -> dict | None:
+    """Tap the first visible element matching ``selector`` with a touch gesture (DevTools); its box, or None."""
+    box = driver.execute_script(TAP, selector)
+    if box:
+        for kind, points in (("touchStart", [{"x": box["x"], "y": box["y"]}]), ("touchEnd", [])):
+            driver.execute_cdp_cmd("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
+        time.sleep(0.4)  # the dialog's opening
+    return box
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_phone_reader_opens_the_chapter_list_and_page_contents_by_tapping(page, browsers, server):
+    """On a 390 px phone (DevTools device emulation, touch), tapping ☰ opens the chapter list and tapping the
+    contents button opens the page's outline, as drawers with visible links; both buttons are 44 px targets.
+    (The page axe read at 390 px, taken as it is; a phone's viewport is emulated for the taps, then restored.)"""
+    driver = browsers(390)
+    assert open_page(driver, server, page, reuse=True)
+    touched(driver)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+    driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
+    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
+    try:
+        opened = {}
+        for name, button, dialog in (("chapter list", ".primary-toggle", "#pst-primary-sidebar-modal"),
+                                     ("page contents", ".secondary-toggle", "#pst-secondary-sidebar-modal")):
+            box = tap(driver, button)
+            if box is None and name == "page contents" and "secondary-toggle" not in (SITE / page).read_text(
+                    encoding="utf-8"):
+                continue  # a page without an outline has no contents button
+            assert box, f"{page}: no visible {button} to tap at 390 px"
+            assert min(box["w"], box["h"]) >= 44 - 0.5, (f"{page}: the {name} button is {box['w']:.0f} x "
+                                                         f"{box['h']:.0f} px (44 x 44 for a finger)")
+            opened[name] = driver.execute_script(DRAWER, dialog)
+            _press(driver, Keys.ESCAPE)
+            time.sleep(0.2)
+        failed = {name: state for name, state in opened.items() if not state or state["links"] == 0}
+        assert opened and not failed, f"{page}: tapping opened no drawer with links for {sorted(failed)}: {opened}"
+    finally:
+        driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": False})
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_laptop_header_has_one_search_box_and_the_menu_collapses_the_sidebar(page, browsers, server):
+    """At 1280 px: one search field (two were shown: the theme's header band above the sidebar's), and ☰ hides the
+    chapter list so the text column can widen, and shows it again."""
+    seen = _measured(page)[(MODES[0], LAPTOP)]["navigation"]
+    assert seen["search-button-field"]["shown"] == 1, f"{page}: {seen['search-button-field']} search fields"
+    assert seen["primary-toggle"]["count"] == 1, f"{page}: {seen['primary-toggle']['count']} ☰ buttons in the page"
+    driver = browsers(LAPTOP)
+    assert open_page(driver, server, page, reuse=True)
+    touched(driver)
+    visible = "return document.querySelector('#pst-primary-sidebar').getBoundingClientRect().width"
+    before = driver.execute_script(visible)
+    driver.execute_script("document.querySelector('.primary-toggle').click()")
+    time.sleep(0.3)
+    after = driver.execute_script(visible)
+    driver.execute_script("document.querySelector('.primary-toggle').click()")
+    assert before > 100 and after < 1, f"{page}: ☰ left the sidebar {before:.0f} -> {after:.0f} px wide"
 
 
 @functools.cache

@@ -267,8 +267,10 @@ def test_run_draws_every_head_by_mouse_or_keyboard(page, how):
 @pytestmark_browser
 @pytest.mark.parametrize(("text", "says"), [
     ("", "empty"),
-    ("A B 7 C", "got “7” at position 3"),
-    ("AB<img>", "got “<” at position 3"),
+    ("A B 7 C", "got “7” as symbol 3"),
+    ("AB<img>", "got “<” as symbol 3"),
+    # words are their letters (the help says "with or without spaces"): the first symbol it lacks is named
+    ("hello world!", "got “!” as symbol 11"),
     ("A" * 33, "at most 32 symbols"),
 ])
 def test_bad_input_says_what_was_expected_and_what_came(page, text, says):

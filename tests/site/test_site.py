@@ -134,6 +134,7 @@ class Visit:
     console: list[str]
     mathjax: str
     seconds: float
+    paint: dict | None = None  # SLOW_PAGE only: first paint, render-blocking scripts, the widgets' file (PAINT_TIMES)
 
     @property
     def transferred(self) -> int:
@@ -160,17 +161,46 @@ def _wait_ready(driver, timeout_s: float = 60.0) -> dict:
     return probe
 
 
+# The page whose visit is made over a slow network (DevTools throttling), and what it may take to first paint
+SLOW_PAGE = "book/06_real_model"
+SLOW_NETWORK = {"offline": False, "latency": 150, "downloadThroughput": 1_600_000 / 8,
+                "uploadThroughput": 750_000 / 8}  # "Fast 3G": 1.6 Mbit/s down, 150 ms round trips
+FIRST_PAINT_BUDGET_S = 4.0
+PAINT_TIMES = """
+const paint = performance.getEntriesByName('first-contentful-paint')[0];
+const blocking = performance.getEntriesByType('resource')
+  .filter(r => r.renderBlockingStatus === 'blocking' && r.initiatorType === 'script')
+  .map(r => ({url: r.name, end: r.responseEnd / 1000, bytes: r.transferSize}));
+const widgets = performance.getEntriesByType('resource').find(r => r.name.endsWith(arguments[0]));
+return {firstPaint: paint ? paint.startTime / 1000 : null, blocking: blocking,
+        widgetsLoaded: widgets ? widgets.responseEnd / 1000 : null};
+"""
+
+
 def visit(driver, base_url: str, page: str) -> Visit:
-    """Open ``page`` (from the toc), wait for MathJax, widgets and BertViz, and record everything."""
+    """Open ``page`` (from the toc), wait for MathJax, widgets and BertViz, and record everything. ``SLOW_PAGE``
+    is opened over ``SLOW_NETWORK`` and its paint times recorded (``Visit.paint``)."""
     bu.performance_messages(driver), bu.console_errors(driver)  # drop what the previous page logged
+    slow = page == SLOW_PAGE
+    if slow:
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", SLOW_NETWORK)
     start = time.monotonic()
-    driver.get(f"{base_url}{page}.html")
-    mathjax = driver.execute_async_script(WAIT_FOR_MATHJAX)
-    _wait_ready(driver)
-    messages = bu.wait_network_idle(driver)
+    try:
+        driver.get(f"{base_url}{page}.html")
+        paint = driver.execute_script(PAINT_TIMES, assets.WIDGETS_JS) if slow else None
+        mathjax = driver.execute_async_script(WAIT_FOR_MATHJAX)
+        _wait_ready(driver)
+        messages = bu.wait_network_idle(driver, quiet_s=2.0 if slow else 0.75, timeout_s=90 if slow else 30)
+        if slow:  # the first paint is long past; the widgets' file may have arrived only now
+            paint = {**driver.execute_script(PAINT_TIMES, assets.WIDGETS_JS), "blocking": paint["blocking"]}
+    finally:
+        if slow:
+            driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": False, "latency": 0,
+                                                                        "downloadThroughput": -1,
+                                                                        "uploadThroughput": -1})
     probe = driver.execute_script(PROBE)  # after the network settled: the final state
     seconds = time.monotonic() - start
-    return Visit(page, probe, bu.network_requests(messages), bu.console_errors(driver), mathjax, seconds)
+    return Visit(page, probe, bu.network_requests(messages), bu.console_errors(driver), mathjax, seconds, paint)
 
 
 @pytest.fixture(scope="module")
@@ -333,6 +363,23 @@ def test_theme_icons_are_drawn(page_visit):
     assert probe["iconsMissing"] == [] and probe["iconsNotDrawn"] == [], probe
 
 
+@pytest.mark.parametrize("page_visit", [p for p in PAGES if p == SLOW_PAGE], indirect=True)
+def test_first_paint_on_a_slow_network_does_not_wait_for_the_widgets(page_visit, capsys):
+    """Over a 1.6 Mbit/s network (the DevTools protocol's throttling), the chapter paints its text before the
+    widget manager (458 kB gzip) has arrived, and within FIRST_PAINT_BUDGET_S: no script blocks the first paint.
+    The manager was a render-blocking script on every chapter (phones showed raw TeX for 8-9 s)."""
+    paint = page_visit.paint
+    assert paint and paint["firstPaint"] is not None, f"{page_visit.page}: no first paint recorded: {paint}"
+    with capsys.disabled():
+        print(f"\n{page_visit.page} over 1.6 Mbit/s: first paint at {paint['firstPaint']:.2f} s (budget "
+              f"{FIRST_PAINT_BUDGET_S} s), the widget manager loaded at {paint['widgetsLoaded'] or 0:.2f} s; "
+              f"render-blocking scripts: {[b['url'].rsplit('/', 1)[-1] for b in paint['blocking']]}")
+    blocking = [b for b in paint["blocking"] if b["bytes"] > 20_000]
+    assert blocking == [], f"{page_visit.page}: scripts over 20 kB block the first paint: {blocking}"
+    assert paint["widgetsLoaded"] is None or paint["firstPaint"] < paint["widgetsLoaded"], paint
+    assert paint["firstPaint"] < FIRST_PAINT_BUDGET_S, f"{page_visit.page}: first paint after {paint}"
+
+
 # --- the whole book ----------------------------------------------------------------------------------
 
 
@@ -374,3 +421,41 @@ def test_no_built_page_carries_d3_or_jquery_inline(site):
     chapter = (site / "book" / "06_real_model.html").read_text(encoding="utf-8")
     for name in ("d3", "jquery"):
         assert chapter.count(f'<script src="../{assets.site_url(name)}"></script>') == 1, name
+
+
+# --- the student edition's exercises ---------------------------------------------------------------------------
+
+CELL_START = re.compile(r'<div class="cell(?: |")')
+
+
+def _exercise_cells(page: str) -> dict[str, int]:
+    """How many code cells of the chapter's notebook are nbgrader answer and test cells: {'answer': n, 'tests': n}."""
+    notebook = json.loads((BOOK_ROOT / f"{page}.ipynb").read_text(encoding="utf-8"))
+    counts = {"answer": 0, "tests": 0}
+    for cell in notebook["cells"]:
+        grading = cell.get("metadata", {}).get("nbgrader", {})
+        if cell["cell_type"] == "code" and (grading.get("solution") or grading.get("grade")):
+            counts["answer" if grading.get("solution") else "tests"] += 1
+    return counts
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if re.match(r"book/\d\d_", p)])
+def test_student_edition_shows_no_output_of_answer_or_test_cells(page, site):
+    """The build executes the chapters with the reference answers; the student edition shows the stub a student
+    gets, so what the answer and test cells printed ("Exercise 1.1: tests passed", the points) is the instructor's
+    run and must not show under it. Every such cell is on the page (marked by its role) and has no output."""
+    from attnsite.nbgrader_site import edition  # noqa: PLC0415 - the edition the site was built as
+
+    html = (site / f"{page}.html").read_text(encoding="utf-8")
+    cells = CELL_START.split(html)[1:]
+    marked = {role: [c for c in cells if f"attnlib-exercise-{role}" in c.split(">", 1)[0]]
+              for role in ("answer", "tests")}
+    expected = _exercise_cells(page)
+    assert {role: len(found) for role, found in marked.items()} == expected, (
+        f"{page}: expected the notebook's {expected} answer and test cells on the page, marked by role")
+    shown = [c[:300] for found in marked.values() for c in found if "cell_output" in c]
+    if edition() == "instructor":  # the instructor edition keeps what its reference run printed
+        assert len(shown) >= expected["tests"], f"{page}: the instructor edition lost its test cells' outputs"
+        return
+    assert shown == [], f"{page}: answer or test cells show the reference run's output: {shown}"
+    assert "tests passed" not in html, f"{page}: the student edition says 'tests passed'"
