@@ -9,7 +9,8 @@ student release gets plain Markdown instead:
   {eq}`eq-x` becomes ``(N.k)``, with a link to the chapter's notebook when it is another chapter's;
 * {cite}`ch7-dao2022flashattention` becomes ``(Dao et al., 2022)``, and the ``{bibliography}``
   directive a plain list of the entries the notebook cites (from ``book/references.bib``);
-* admonitions (```` ```{warning} ````, ``:::{note}``) become block quotes with their title in bold;
+* admonitions (```` ```{warning} ````, ``:::{note}``) become block quotes with their title in bold, whatever they
+  hold (a code fence, another admonition: markdown-it reads the fences, so they nest);
 * a quick check (```` ```{quiz} ````, ``attncourse/quick_checks.py``) becomes its question and choices, numbered
   as on the website, with the answer and every explanation in a collapsed ``<details>``;
 * a glued number ({glue:text}`name:.2f`, myst-nb's ``glue``) becomes the value stored in the outputs,
@@ -26,10 +27,14 @@ import ast
 import codecs
 import itertools
 import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import latexcodec  # noqa: F401 - registers the "ulatex" codec used by _plain
 import nbformat
+from markdown_it import MarkdownIt
+from mdit_py_plugins.colon_fence import colon_fence_plugin
 from pybtex.database import parse_file
 
 from attncourse import quick_checks, repository
@@ -40,9 +45,8 @@ EQ_REF = re.compile(r"\{eq\}`(?P<label>[^`]+)`")
 CITE = re.compile(r"\{cite(?::\w+)?\}`(?P<keys>[^`]+)`")
 GLUE = re.compile(r"\{glue(?::(?:text|md|any)?)?\}`(?P<name>[^`:]+)(?::(?P<spec>[^`]+))?`")
 KEY_PREFIX = re.compile(r"^ch\d+-")
-FENCE = re.compile(r"^(?P<fence>```+|:::+)\s*\{(?P<name>[\w-]+)\}[ \t]*(?P<arg>.*?)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
-                   re.S | re.M)
 OPTION = re.compile(r"^:[\w-]+:.*$\n?", re.M)
+DIRECTIVE = re.compile(r"^\{(?P<name>[\w-]+)\}[ \t]*(?P<arg>.*)$")  # a fence's info string: {note} A title
 TARGET = re.compile(r"^\((?P<label>[\w-]+)\)=[ \t]*\n(?P<heading>#+[ \t]+(?P<title>.*))?", re.M)
 REF = re.compile(r"\{ref\}`(?:(?P<text>[^`<]*?)\s*<(?P<label>[^`>]+)>|(?P<bare>[^`]+))`")
 
@@ -106,7 +110,56 @@ def _eq_ref(label: str, stem: str, numbers: dict) -> str:
     return f"({number})" if where == stem else f"([{number}]({where}.ipynb))"
 
 
-def _quiz(match: re.Match, glued: dict[str, str], numbers: itertools.count) -> str:
+@dataclass(frozen=True)
+class Directive:
+    """One directive fence of a Markdown text (```` ```{name} arg ```` or ``:::{name} arg``, any fence length), as
+    markdown-it reads it; indexed like a regular expression's match (``d["name"]``, ``d["arg"]``, ``d["body"]``)."""
+
+    name: str
+    arg: str
+    body: str  # the lines between the fences, as written (options and nested fences included)
+    start: int  # where its first fence line starts in the text, and where its closing fence line ends
+    end: int
+    text: str  # the whole fence, as written
+
+    def __getitem__(self, key: str) -> str:
+        return getattr(self, key)
+
+    def group(self, number: int = 0) -> str:
+        return self.text
+
+
+class DirectiveFences:
+    """The directive fences at the top level of a Markdown text, found by markdown-it with myst-parser's own colon
+    fence plugin (a fence in a directive's body, however deep, belongs to that body), with the interface of a regular
+    expression: ``finditer`` and ``sub``. A fence indented inside a list item or a quote is left as it is."""
+
+    parser = MarkdownIt("commonmark").use(colon_fence_plugin)
+
+    def finditer(self, text: str) -> Iterator[Directive]:
+        lines = text.splitlines(keepends=True)
+        offsets = [0, *itertools.accumulate(len(line) for line in lines)]
+        for token in self.parser.parse(text):
+            found = DIRECTIVE.match(token.info.strip()) if token.type in ("fence", "colon_fence") else None
+            start, end = token.map or (0, 0)
+            if found and token.level == 0 and lines[start].startswith(token.markup):
+                yield Directive(found["name"], found["arg"], token.content, offsets[start], offsets[end],
+                                text[offsets[start]:offsets[end]])
+
+    def sub(self, replace: Callable[[Directive], str], text: str) -> str:
+        """``text`` with each top-level directive replaced by ``replace(directive)`` (its line ending kept)."""
+        parts, at = [], 0
+        for directive in self.finditer(text):
+            ending = "\n" if directive.text.endswith("\n") else ""
+            parts += [text[at:directive.start], replace(directive) + ending]
+            at = directive.end
+        return "".join([*parts, text[at:]])
+
+
+FENCE = DirectiveFences()
+
+
+def _quiz(match: Directive, glued: dict[str, str], numbers: itertools.count) -> str:
     options, body = quick_checks.split_options(match["body"])
     check = quick_checks.parse(match["arg"], body, options)
     shown = {}
@@ -117,8 +170,9 @@ def _quiz(match: re.Match, glued: dict[str, str], numbers: itertools.count) -> s
     return quick_checks.plain_markdown(check, next(numbers), shown)
 
 
-def _admonition(match: re.Match, bibliography_list: str) -> str:
-    name, arg, body = match["name"], match["arg"].strip(), OPTION.sub("", match["body"]).strip()
+def _admonition(match: Directive, bibliography_list: str, convert: Callable[[str], str]) -> str:
+    """An admonition as a block quote (its nested directives converted first), the bibliography as its list."""
+    name, arg, body = match["name"], match["arg"].strip(), convert(OPTION.sub("", match["body"])).strip()
     if name == "bibliography":
         return bibliography_list
     title = arg or name.capitalize()
@@ -246,8 +300,17 @@ def plain_markdown(source: str, stem: str, numbers: dict, bib: Bibliography, bib
     source = LABELLED.sub(lambda m: f"$${m['body'].rstrip()} \\tag{{{numbers[m['label']][1]}}}\n$$", source)
     source = EQ_REF.sub(lambda m: _eq_ref(m["label"], stem, numbers), source)
     source = CITE.sub(lambda m: "(" + "; ".join(bib.cite(k) for k in m["keys"].split(",")) + ")", source)
-    return FENCE.sub(lambda m: _quiz(m, glued or {}, quizzes) if m["name"] == "quiz"
-                     else _admonition(m, bibliography_list), source)
+    return _directives(source, glued or {}, quizzes, bibliography_list)
+
+
+def _directives(source: str, glued: dict[str, str], quizzes: itertools.count, bibliography_list: str) -> str:
+    """Each directive fence as plain Markdown: a quick check as its question, choices and answer, an admonition as a
+    block quote whose own directives (a fence, a nested admonition, a quick check) are converted too."""
+    def convert(text: str) -> str:
+        return _directives(text, glued, quizzes, bibliography_list)
+
+    return FENCE.sub(lambda d: _quiz(d, glued, quizzes) if d["name"] == "quiz"
+                     else _admonition(d, bibliography_list, convert), source)
 
 
 def student_notebook(nb, stem: str, numbers: dict, bib: Bibliography, links: dict[str, tuple[str, str]] | None = None):

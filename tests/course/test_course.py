@@ -12,9 +12,11 @@ What each group executes (the rest reads files):
   scoring). Here: every autograded exercise has its answers, and the item grades (on a tiny chapter).
 * the scripted term and the bad batch: nbgrader's real ``autograde``/``generate_feedback``/gradebook on
   tiny assignments written here (one code and one written exercise each), as an ordinary user (under
-  ``setpriv`` without root's DAC override when run as root): 9 + 6 tiny notebook executions, the term's on
-  the default workers, the bad batch's one at a time. Workers and Dask: 3 x 3 tiny executions. The LMS zip
-  import, the lock and the reports' pieces execute nothing.
+  ``setpriv`` without root's DAC override when run as root, then from a copy of the repository whose ``.venv`` is
+  a symlink to this one, the term's under ``/home``, the bad batch's under ``/srv``; the term's folders have
+  spaces in their names): 9 + 6 tiny notebook executions, the term's on the default workers, the bad batch's one
+  at a time. Workers and Dask: 3 x 3 tiny executions. The LMS zip import, the lock and the reports' pieces
+  execute nothing.
 * the student edition of the built site (``browser`` marker: it reads ``make book``'s output).
 
 The instructors' JupyterHub recipe is run, and chapter 6 in the environment it makes, by test_jupyterlab.py.
@@ -60,9 +62,10 @@ from attncourse.exercise_cells import (
     nbgrader,
     solution_lines,
 )
-from attncourse.markup import Bibliography, equation_numbers, student_notebook
+from attncourse.markup import Bibliography, equation_numbers, plain_markdown, student_notebook
 from attnsite import nbgrader_site
 from tests.course import drift
+from tests.course.placements import copy_of_repository, placed_folder, python_of
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
@@ -262,6 +265,17 @@ def test_book_only_markup_becomes_plain_markdown(tmp_path):
     assert "widgets" not in student.metadata and "widgets" in two.metadata  # the chapter is left alone
 
 
+def test_directives_nest_in_the_release():
+    """markdown-it reads the fences (attncourse/markup.py): an admonition holding a code fence and another admonition
+    becomes a quote holding both, the inner one quoted in turn; a fence indented in a list item stays as written
+    (the documented limit: the release leaves what it cannot place as a block quote)."""
+    source = ("::::{note} Mind the shapes\n:class: tip\nQ is (Lq, Dk):\n```python\nq = torch.randn(2, 3)\n```\n"
+              ":::{warning}\nNot K.\n:::\n::::\n\nAfter.\n\n- a list\n  ```{note}\n  kept\n  ```\n")
+    assert plain_markdown(source, "01_x", {}, None, "") == (
+        "> **Mind the shapes**\n>\n> Q is (Lq, Dk):\n> ```python\n> q = torch.randn(2, 3)\n> ```\n"
+        "> > **Warning**\n> >\n> > Not K.\n\nAfter.\n\n- a list\n  ```{note}\n  kept\n  ```\n")
+
+
 def test_no_solution_line_in_any_release(release):
     everything = set().union(*(notebook_lines(read(released(release, s))) for s in STEMS))
     for path in CHAPTERS:
@@ -428,23 +442,31 @@ def overrides_permissions() -> bool:
     return bool(effective >> CAP_DAC_OVERRIDE & 1)
 
 
-def as_ordinary_user(test):
-    """Run ``test`` as an ordinary user sees files: where this process overrides file permissions (root, as in
-    CI), the test runs in a child pytest under ``setpriv`` with the DAC override dropped, so a read-only file
-    is read-only, as it is for an instructor who is not root; the child must pass."""
-    @functools.wraps(test)
-    def run(*args, tmp_path, **kwargs):
-        if not overrides_permissions():
-            return test(*args, tmp_path=tmp_path, **kwargs)
-        if shutil.which("setpriv") is None:
-            pytest.fail("root without setpriv (util-linux): cannot test grading as an ordinary user")
-        child = subprocess.run([*WITHOUT_DAC, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                "--tb=short", "--show-capture=no", "--basetemp", str(tmp_path / "as-user"),
-                                f"{Path(__file__)}::{test.__name__}"],
-                               cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-        assert child.returncode == 0, f"as an ordinary user:\n{child.stdout[-6000:]}{child.stderr[-2000:]}"
-        assert "1 passed" in child.stdout, child.stdout[-2000:]
-    return run
+def as_ordinary_user(place: str):
+    """Run the test as an ordinary user sees files: where this process overrides file permissions (root, as in CI),
+    the test runs in a child pytest under ``setpriv`` with the DAC override dropped, so a read-only file is
+    read-only, as it is for an instructor who is not root; the child must pass. It runs from a copy of this
+    repository under ``place`` (``/home``, ``/srv``) whose ``.venv`` is a symlink to this venv, its course folders
+    beside it: paths with spaces, where the sandbox must find the Python, the venv and attnlib (issue #47)."""
+    def decorate(test):
+        @functools.wraps(test)
+        def run(*args, tmp_path, **kwargs):
+            if not overrides_permissions():
+                return test(*args, tmp_path=tmp_path, **kwargs)
+            if shutil.which("setpriv") is None:
+                pytest.fail("root without setpriv (util-linux): cannot test grading as an ordinary user")
+            with placed_folder(place) as folder:
+                checkout = copy_of_repository(folder / "the repository")
+                env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+                child = subprocess.run(
+                    [*WITHOUT_DAC, str(python_of(checkout)), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                     "--tb=short", "--show-capture=no", "--basetemp", str(folder / "test folders"),
+                     f"tests/course/test_course.py::{test.__name__}"],
+                    cwd=checkout, capture_output=True, text=True, timeout=900, check=False, env=env)
+            assert child.returncode == 0, f"as an ordinary user:\n{child.stdout[-6000:]}{child.stderr[-2000:]}"
+            assert "1 passed" in child.stdout, child.stdout[-2000:]
+        return run
+    return decorate
 
 
 def test_child_tests_run_without_the_dac_override(tmp_path):
@@ -481,11 +503,11 @@ def formgrader_page(root: Path, student: str, assignment: str) -> str:
 
 
 @pytest.mark.slow
-@as_ordinary_user
+@as_ordinary_user("/home")
 def test_scripted_term(tmp_path, capsys):
     """A class list, release, grade week 1, a manual grade, release week 2 with a due date already past and grade
     it, rerun everything (nothing is lost), feedback held back for ungraded answers, a resubmission, a fixed test."""
-    book, root, inbox = tmp_path / "book", tmp_path / "course", tmp_path / "inbox"
+    book, root, inbox = tmp_path / "the book", tmp_path / "my course", tmp_path / "hand ins"  # spaces (#47)
     book.mkdir()
     week1 = tiny_assignment(book, 1, "doubling")
     assert course("--course", root, "student", book=book) == 0
@@ -568,7 +590,7 @@ def grader_page_and_feedback(root: Path, week1: str, week2: str, capsys) -> None
 
 
 @pytest.mark.slow
-@as_ordinary_user
+@as_ordinary_user("/srv")
 def test_bad_batch_grades_the_good_and_names_the_bad(tmp_path, capsys):
     book, root, inbox = tmp_path / "book", tmp_path / "course", tmp_path / "inbox"
     book.mkdir()

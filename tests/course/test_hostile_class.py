@@ -9,10 +9,14 @@ hidden tests, the other students), an endless loop and a 60 MB print; plus an ho
 correct one. (Seven students, one per pair of answers, cost 6 more sandboxed kernels per way of grading,
 each importing torch: about 27 CPU-s of ``make test`` for no trick more.) The class is graded once per way
 of grading (``--jobs 1``, ``--jobs 2``, Dask through a scheduler's address) by
-``python -m course autograde`` (its ``main``, three times in one child process: one start-up of Python, torch and
-nbgrader instead of three), as an ordinary user (under ``setpriv`` without root's DAC override when run as root),
-with a per-cell limit of 2 s; the module fixture shares the three graded courses across the assertions. The
-release is made here with ``course.release`` (``make student`` itself is tested by test_course.py).
+``python -m attncourse autograde`` (its ``main``, three times in one child process: one start-up of Python, torch
+and nbgrader instead of three), as an ordinary user (under ``setpriv`` without root's DAC override when run as
+root), with a per-cell limit of 2 s; the module fixture shares the three graded courses across the assertions. The
+release is made here with ``attncourse.release`` (``make student`` itself is tested by test_course.py).
+
+Where things live (issue #47): the grading runs from a copy of this repository under ``/tmp`` whose ``.venv`` is a
+symlink to this checkout's venv (its Python, its attnlib and kit), on course folders beside it, all under a path
+with spaces: where the sandbox once bound the venv and then hid it under its own ``/tmp``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import json
 import os
 import shutil
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -31,6 +35,7 @@ import pytest
 from attncourse.coursedir import Course
 from attncourse.exercise_cells import BEGIN_SOLUTION, END_SOLUTION, nbgrader
 from attncourse.release import release
+from tests.course.placements import copy_of_repository, placed_folder, python_of
 from tests.course.test_course import WITHOUT_DAC, overrides_permissions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,12 +153,14 @@ print(json.dumps(results))
 """
 
 
-def as_user(commands: dict[str, list[str]], cwd: Path = ROOT) -> dict[str, dict]:
-    """``{name: python -m course argv}`` run one after the other in one child process that sees files as an
-    ordinary user does (setpriv without the DAC override under root): ``{name: {"rc", "out", "seconds"}}``."""
+def as_user(commands: dict[str, list[str]], checkout: Path) -> dict[str, dict]:
+    """``{name: python -m attncourse argv}`` run one after the other in one child process of ``checkout``'s Python,
+    in that checkout (its attnlib and kit), that sees files as an ordinary user does (setpriv without the DAC
+    override under root): ``{name: {"rc", "out", "seconds"}}``."""
     prefix = WITHOUT_DAC if overrides_permissions() else []
     env = {**os.environ, "COURSE_CELL_TIMEOUT": str(CELL_LIMIT_S), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([*prefix, sys.executable, "-c", COMMANDS, json.dumps(commands)], cwd=cwd,
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([*prefix, str(python_of(checkout)), "-c", COMMANDS, json.dumps(commands)], cwd=checkout,
                           capture_output=True, text=True, timeout=1500, check=False, env=env)
     assert done.returncode == 0 and done.stdout.strip(), done.stdout[-2000:] + done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -164,10 +171,16 @@ def files_of(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict:
+def graded() -> Iterator[dict]:
     """``{mode: {"course", "out", "rc", "seconds", "inbox_before", "inbox_after"}}``: the class graded once per
-    way of grading."""
-    base = tmp_path_factory.mktemp("hostile")
+    way of grading, from a copy of this repository under /tmp whose .venv is a symlink to this one's, into course
+    folders beside it (paths with spaces)."""
+    with placed_folder("/tmp") as base:
+        yield grade_the_class(base)
+
+
+def grade_the_class(base: Path) -> dict:
+    checkout = copy_of_repository(base / "the repository")
     book = base / "book"
     book.mkdir()
     tiny_chapter(book)
@@ -181,7 +194,7 @@ def graded(tmp_path_factory) -> dict:
             submit(inbox, course, student, answers)
         results[mode] = {"course": course, "inbox": inbox, "inbox_before": files_of(inbox)}
         commands[mode] = ["--book", str(book), "--course", str(course), "autograde", str(inbox), *flags]
-    for mode, done in as_user(commands).items():
+    for mode, done in as_user(commands, checkout).items():
         results[mode].update(done, inbox_after=files_of(results[mode]["inbox"]))
     print("hostile class graded:", ", ".join(f"{mode} {run['seconds']} s" for mode, run in results.items()))
     return results
