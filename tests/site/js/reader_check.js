@@ -12,7 +12,7 @@
 (function () {
   'use strict';
   var article = document.querySelector('.bd-article');
-  if (!article) { return {equations: [], figures: [], navigation: {}}; }
+  if (!article) { return {equations: [], figures: [], navigation: {}, unmeasured: []}; }
   var columnRect = article.getBoundingClientRect();
 
   function shown(el) {
