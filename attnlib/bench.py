@@ -219,12 +219,11 @@ def _peak_of(events) -> int:
 def cpu_peak_bytes(fn: Callable[[], object]) -> int:
     """Most bytes ``fn()`` had allocated at once on the CPU (output included), from torch.profiler."""
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with _quiet_native_stderr():
+    with _quiet_native_stderr():  # also torch's note when fn frees a tensor made before (a backward frees the graph)
         prof.start()
-    try:
-        result = fn()
-    finally:
-        with _quiet_native_stderr():
+        try:
+            result = fn()
+        finally:
             prof.stop()
     del result
     events = prof.profiler.kineto_results.events()
