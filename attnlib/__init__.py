@@ -16,6 +16,8 @@ module                    what it computes
 ``attnlib.numpy_ops``     the NumPy mirror of the early steps (same names)
 ``attnlib.causal``        decoding: sliding windows, the KV cache (contiguous, paged), bytes per token
 ``attnlib.induction``     a tiny attention-only decoder, the repeated-tokens task, induction scores
+``attnlib.interpret``     reading attention (norms, rollout); ``attnlib.interventions`` ablates and patches the
+                          heads of a running model, ``attnlib.circuits`` reads an attention-only transformer's weights
 ``attnlib.flash``         memory-efficient attention: tiles and the online softmax
 ``attnlib.io_cost``       bytes moved between HBM and SRAM, arithmetic intensity, the roofline
 ``attnlib.linear``        linear attention: a kernel feature map, its parallel and recurrent forms
