@@ -1,6 +1,6 @@
 """The student edition's notebooks: ``course/release/<assignment>.ipynb``, committed to the repository.
 
-The published website is the student edition (book/_ext/nbgrader_site.py): its ``.ipynb`` download is
+The published website is the student edition (attnsite/nbgrader_site.py): its ``.ipynb`` download is
 this folder's notebook, and its Colab and Binder buttons open this folder's notebook from the
 repository, so they must be in it. ``python -m course publish`` (``make student``) regenerates them
 from the chapters with nbgrader; ``tests/course/test_course.py`` fails when a committed one is out of date.

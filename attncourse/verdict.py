@@ -3,7 +3,7 @@
 The student's notebook runs in its sandboxed kernel with the *released* test cells (the visible tests: they help
 the student, they are not the grade). Then each test cell of the instructor's source runs in this process, in
 a namespace holding the chapter's own imports and, for every name the exercise asks the student to define, a
-``Proxy`` that calls the student's function across the boundary (course/boundary.py) and gets data back. The
+``Proxy`` that calls the student's function across the boundary (attncourse/boundary.py) and gets data back. The
 comparisons (``np.testing``, ``torch.testing``, ``assert``) are this process's own, so whatever the student's
 code patched in its kernel, a wrong value fails. The verdict becomes the test cell's outputs, which nbgrader
 scores as always: a pass message (or a ``Credit``'s score), or the error that failed it.
