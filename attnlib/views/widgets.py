@@ -9,7 +9,7 @@ website shows the matching view with no Python running. In a notebook it behaves
 
 Made for every reader: controls are labelled with words (``block_size`` -> "block size", ``d_k`` ->
 "dₖ"), wrap onto their own lines on a narrow screen, and every state carries a short text saying what
-it shows (the settings, and a figure's description as its ``alt``). The website's ``book/_ext/a11y.py``
+it shows (the settings, and a figure's description as its ``alt``). The website's ``attnsite/a11y.py``
 (its ``a11y.js``) gives the sliders their name and value for screen readers (``aria-label``,
 ``aria-valuetext``: temperature "1.0", not the option's index) and announces each new state
 (``aria-live``), using the class names set here.
