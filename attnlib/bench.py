@@ -135,14 +135,14 @@ PATHS: dict[str, Path] = {
 class Config:
     """One benchmark run: every device × dtype × head width × mask × length × pass × path.
 
-    ``lengths``, ``batch`` and ``heads`` None take each device's defaults (``DEFAULTS``; heads 1024 // D on CUDA,
-    so that every width moves the same bytes).
+    ``lengths``, ``batch``, ``heads`` and ``dims`` None take each device's defaults (``DEFAULTS``; heads 1024 // D
+    on CUDA, so that every width moves the same bytes).
     """
 
     lengths: tuple[int, ...] | None = None
     batch: int | None = None
     heads: int | None = None
-    dims: tuple[int, ...] = (64,)
+    dims: tuple[int, ...] | None = None
     devices: tuple[str, ...] = field(default_factory=lambda: tuple(available_devices()[:2]))
     dtypes: tuple[str, ...] = ("float32",)
     cuda_dtypes: tuple[str, ...] = ("bfloat16", "float16")
@@ -152,14 +152,15 @@ class Config:
     min_run_time: float = 0.6
     rounds: int = 3
     cpu_time: bool = False  # time CPU runs by this thread's CPU time (use with 1 thread) instead of wall time
-    tile_max_length: int = 4096  # on CUDA, the pure-torch tiles (a Python loop) only up to this length
+    tile_max_length: int = 1024  # on CUDA, the pure-torch tiles (a Python loop) only up to this length
     quick: bool = False  # the short default lengths (QUICK)
     seed: int = 0
 
 
-#: Per device type: lengths, batch, heads (None: 1024 // D).
-DEFAULTS = {"cpu": ((512, 1024, 2048, 4096), 1, 4), "cuda": ((1024, 2048, 4096, 8192, 16384), 4, None)}
-QUICK = {"cpu": (128, 256, 512), "cuda": (1024, 8192)}
+#: Per device type: lengths, batch, heads (None: 1024 // D), head widths.
+DEFAULTS = {"cpu": ((512, 1024, 2048, 4096), 1, 4, (64,)),
+            "cuda": ((1024, 2048, 4096, 8192, 16384), 4, None, (64, 128))}
+QUICK = {"cpu": (128, 256, 512), "cuda": (8192,)}  # on CUDA: the length of the goals (GOAL_LENGTH)
 
 
 def make_inputs(batch: int, heads: int, length: int, dim: int, dtype=torch.float32, device="cpu",
@@ -407,11 +408,11 @@ def _cases(config: Config) -> list[Case]:
     cases = []
     for device in config.devices:
         kind = torch.device(device).type
-        lengths, batch, heads = DEFAULTS.get(kind, DEFAULTS["cpu"])
+        lengths, batch, heads, dims = DEFAULTS.get(kind, DEFAULTS["cpu"])
         lengths = QUICK.get(kind, QUICK["cpu"]) if config.quick else lengths
         dtypes = config.cuda_dtypes if kind == "cuda" else config.dtypes
         for dtype in dtypes:
-            for dim in config.dims:
+            for dim in config.dims or dims:
                 h = config.heads or heads or max(1, 1024 // dim)
                 cases += [Case(device, dtype, config.batch or batch, h, length, dim, causal, mode)
                           for causal in config.causal for length in config.lengths or lengths
@@ -622,7 +623,7 @@ def tune(config: Config) -> Iterator[str]:
     Yields the report's lines as each input is done.
     """
     length = max(config.lengths or (GOAL_LENGTH,))
-    for dim in config.dims:
+    for dim in config.dims or DEFAULTS["cuda"][3]:
         for causal in config.causal:
             yield from _tune_case(config, dim, causal, length)
 
@@ -633,7 +634,7 @@ def _parser() -> argparse.ArgumentParser:
                    f"{', '.join(f'{k} {v[0]}' for k, v in DEFAULTS.items())})")
     p.add_argument("--batch", type=int, help="batch size B (default 1 on a CPU, 4 on CUDA)")
     p.add_argument("--heads", type=int, help="heads H (default 4 on a CPU, 1024 // D on CUDA)")
-    p.add_argument("--dims", "--dim", type=int, nargs="+", default=[64], help="head widths D (default 64)")
+    p.add_argument("--dims", "--dim", type=int, nargs="+", help="head widths D (default 64 on a CPU, 64 128 on CUDA)")
     p.add_argument("--devices", nargs="+", help=f"devices (default: {' '.join(Config().devices)})")
     p.add_argument("--cuda-dtypes", nargs="+", default=list(Config.cuda_dtypes), help="dtypes on CUDA")
     p.add_argument("--paths", nargs="+", choices=list(PATHS), metavar="PATH", help="paths (default: all)")
@@ -647,10 +648,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--cpu-time", action="store_true",
                    help="on CPU, one thread timed by its CPU time: steadier on a busy machine")
-    p.add_argument("--tile-max-length", type=int, default=4096,
-                   help="on CUDA, time attnlib flash's Python loop of tiles only up to this L (default 4096)")
-    p.add_argument("--quick", action="store_true", help="short: L 128 256 512 on a CPU, 1024 8192 in bfloat16 "
-                   "on CUDA, short timing")
+    p.add_argument("--tile-max-length", type=int, default=1024,
+                   help="on CUDA, time attnlib flash's Python loop of tiles only up to this L (default 1024)")
+    p.add_argument("--quick", action="store_true", help="short: L 128 256 512 on a CPU; on CUDA the goals' case, "
+                   "L 8192 in bfloat16; short timing")
     p.add_argument("--tune", action="store_true", help="time the Triton kernels' candidate tile sizes (CUDA) instead")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
@@ -667,7 +668,8 @@ def _config(args: argparse.Namespace) -> Config:
                          f"got --threads {args.threads}")
     min_run_time = args.min_run_time if args.min_run_time is not None else (0.05 if args.quick else Config.min_run_time)
     config = Config(lengths=tuple(args.lengths) if args.lengths else None, batch=args.batch, heads=args.heads,
-                    dims=tuple(args.dims), cuda_dtypes=tuple(args.cuda_dtypes), min_run_time=min_run_time,
+                    dims=tuple(args.dims) if args.dims else None, cuda_dtypes=tuple(args.cuda_dtypes),
+                    min_run_time=min_run_time,
                     causal=(True,) if args.causal else tuple(m == "causal" for m in args.masks),
                     modes=tuple(args.modes), rounds=args.rounds, cpu_time=args.cpu_time,
                     tile_max_length=args.tile_max_length, quick=args.quick)

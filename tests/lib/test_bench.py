@@ -144,6 +144,8 @@ def test_command_line_options():
     assert config.paths == ("torch SDPA",)
     assert bench.config_from_args(["--masks", "full"]).causal == (False,)
     assert max(bench.DEFAULTS["cuda"][0]) >= 16384 and 4096 in bench.DEFAULTS["cpu"][0]
+    assert bench.DEFAULTS["cuda"][3] == (64, 128) and bench.QUICK["cuda"] == (bench.GOAL_LENGTH,)
+    assert bench.config_from_args([]).dims is None  # each device's default widths
     assert bench.config_from_args(["--cpu-time"]).cpu_time and not bench.Config().cpu_time
     assert bench.config_from_args(["--quick", "--min-run-time", "0.2"]).min_run_time == 0.2  # not overridden
     assert bench.config_from_args([]).min_run_time == bench.Config().min_run_time
