@@ -182,8 +182,8 @@ def context_measures(model: AttentionOnlyTransformer, tokens: torch.Tensor) -> d
 
 def scoring_probes(halves=(8, 10, 12), batch_size: int = 64, vocab_size: int = 32, seed: int = 321,
                    device=None) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
-    """Fixed sequences to score heads on: per ``half``, ``(half, repeats, controls)`` with ``batch_size``
-    ``repeated_tokens`` and their ``control_tokens`` (same first halves, nothing to copy), seeded."""
+    """Fixed sequences to score heads on: per ``half``, ``(half, repeats, controls)``, each (B, 2 * half) tokens:
+    ``batch_size`` ``repeated_tokens`` and their ``control_tokens`` (same first halves, nothing to copy), seeded."""
     gen = torch.Generator().manual_seed(seed)
     probes = []
     for half in halves:
@@ -201,9 +201,8 @@ def train_induction(model: AttentionOnlyTransformer, steps: int, halves=range(4,
     batch, so the model cannot find the copy by position alone. Returns a history dict: ``loss`` (all
     positions) and ``repeat_loss`` per step, and every ``probe_every`` steps (``probe_step``) the
     ``induction``, ``floor`` and ``previous`` head scores (layers, H) of ``floored_scores`` on the fixed
-    ``scoring_probes(score_halves)``, and the ``position_loss`` and ``seen`` (``context_measures``) of a fixed
-    probe of 64 sequences of ``2 * probe_half`` tokens. Probing draws nothing from the training's generator.
-    """
+    ``scoring_probes(score_halves)``, and the ``position_loss`` and ``seen`` (``context_measures``) of 64 fixed
+    sequences of ``2 * probe_half`` tokens. Probing draws nothing from the training's generator."""
     vocab = model.embed.num_embeddings
     device = model.embed.weight.device
     gen = torch.Generator().manual_seed(seed)
