@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+# Imported before any test module: on a machine without a GPU it sets TRITON_INTERPRET before anything imports Triton
+# (torch.nn.attention's modules do, and Triton reads the variable when it is imported), so the kernels run in
+# Triton's interpreter whatever the order of the test modules.
+from attnlib import flash_triton  # noqa: F401
 from tests import browser_utils as bu
 from tests.lib.tensors import randn
 
