@@ -97,7 +97,7 @@ test-lib: $(STAMP)
 
 # attnlib's tests on another torch, for the range pyproject.toml declares (its ends are what this is run on):
 # make test-torch TORCH=2.11.0. A venv per version in _build/torch-<version>, made as .venv is, with that torch in
-# place of requirements.txt's pin (and the Triton it pins in place of requirements-dev.txt's); then tests/lib but the
+# place of requirements.txt's pin (and the Triton it pins in place of requirements.txt's); then tests/lib but the
 # slow tests. Not part of make test: any torch but the CPU wheel on disk is a CUDA build from PyPI (2.11.0: 5.9 GB in
 # the venv, 11 min to install here; the tests 6.5 min).
 TORCH ?= 2.11.0
@@ -105,8 +105,8 @@ TORCH_VENV = _build/torch-$(TORCH)
 .PHONY: test-torch
 test-torch:
 	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
-	grep -v '^torch==' requirements.txt > $(TORCH_VENV)/requirements.txt
-	grep -v '^triton==' requirements-dev.txt > $(TORCH_VENV)/requirements-dev.txt  # -r: the copy beside it
+	grep -v '^torch==\|^triton==' requirements.txt > $(TORCH_VENV)/requirements.txt
+	cp requirements-dev.txt $(TORCH_VENV)/requirements-dev.txt  # its -r requirements.txt: the copy beside it
 	$(TORCH_VENV)/bin/python -m pip install --quiet "torch==$(TORCH)" -r $(TORCH_VENV)/requirements-dev.txt
 	env $$($(TORCH_VENV)/bin/python tools/testsettings.py one-thread) \
 		$(TORCH_VENV)/bin/python -m pytest tests/lib -m "not slow" -p no:cacheprovider $(ARGS)
