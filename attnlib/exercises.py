@@ -26,7 +26,7 @@ Every test cell of every chapter ends the same way, so a student sees the same w
   for what a run cannot show (``operators=("@",)``, a NumPy ufunc called directly). Put a rule's check inside
   the ``Credit`` part it costs, or before the parts when breaking it leaves none of the exercise's work. Each
   rule gets a recorded shortcut answer in ``course/answers/`` that must lose its points.
-  In the grader's process (``course/verdict.py``) the student's function lives in a sandboxed kernel:
+  In the grader's process (``attncourse/verdict.py``) the student's function lives in a sandboxed kernel:
   ``watch`` on it runs there and brings back the record as data (``Run.data``), as ``forbid`` does.
 * ``forbid(func, rule=..., names=..., operators=...)`` alone is the source check without a run (``violations``).
 """
@@ -279,10 +279,11 @@ class Run:
 
     @property
     def name(self) -> str:
+        """The watched function's name, as a rule's message names it."""
         return getattr(self.func, "__name__", repr(self.func))
 
     def data(self) -> dict:
-        """The run as data only (for ``course/boundary.py``): the value, each call's name and sendable result."""
+        """The run as data only (for ``attncourse/boundary.py``): the value, each call's name and sendable result."""
         return {"value": self.value, "tampered": self.tampered,
                 "calls": [[call.name, call.result if _sendable(call.result) else None] for call in self.calls]}
 
@@ -386,7 +387,7 @@ def _key(func: Callable) -> str:
 
 
 def _sendable(value, depth: int = 0) -> bool:
-    """Data that crosses ``course/boundary.py`` (arrays, tensors, numbers, strings, lists, tuples, dicts)."""
+    """Data that crosses ``attncourse/boundary.py`` (arrays, tensors, numbers, strings, lists, tuples, dicts)."""
     if depth > 20:
         return False
     if value is None or isinstance(value, bool | int | float | str | np.ndarray | np.generic):

@@ -10,7 +10,7 @@ The output is an IPython display: the value's formatted representations (``text/
 ``text/html``/``image/png``... where the value has them), each MIME type prefixed with
 ``application/papermill.record/`` when ``display=False`` (Jupyter then shows nothing), and the metadata
 ``{"scrapbook": {"name": name, "mime_prefix": prefix}}`` by which the book build and the student release
-(``course/markup.py``) find it.
+(``attncourse/markup.py``) find it.
 
 A one-element float tensor or array is glued as a Python float, so that a role's format (``:.3f``) applies to
 it; the role, not the stored value, says how many digits the page shows.

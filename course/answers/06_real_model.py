@@ -1,5 +1,5 @@
 """Recorded answers to chapter 6's autograded exercises, as students might hand them in (format and grading:
-course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, the root conftest.py).
+attncourse/variants.py; checked by strict nbval's "recorded answers" item of the chapter, the root conftest.py).
 
 Per exercise: a plausible wrong answer (the visible test catches it), a shortcut that breaks the stated
 rule (None where the exercise states none that can be checked) and a correct solution written

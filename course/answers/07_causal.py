@@ -1,5 +1,5 @@
 """Recorded answers to chapter 7's autograded exercises, as students might hand them in (format and grading:
-course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, the root conftest.py).
+attncourse/variants.py; checked by strict nbval's "recorded answers" item of the chapter, the root conftest.py).
 
 ``wrong``: a plausible wrong answer (the visible tests or the hidden ones must fail it); ``shortcut``: one that
 breaks the exercise's stated rule (None when it states none); ``alternative``: a correct answer written

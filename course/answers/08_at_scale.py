@@ -1,5 +1,5 @@
 """Recorded answers to chapter 8's autograded exercises, as students might hand them in (format and grading:
-course/variants.py; checked by strict nbval's "recorded answers" item of the chapter, the root conftest.py).
+attncourse/variants.py; checked by strict nbval's "recorded answers" item of the chapter, the root conftest.py).
 
 Each string is the complete source of the exercise's answer cell as a student would submit it.
 """

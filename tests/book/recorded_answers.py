@@ -1,6 +1,6 @@
 """The recorded answers of an autograded chapter, graded in the kernel nbval has just run the chapter in.
 
-``course/variants.py`` says what is checked (a wrong answer loses points, an alternative gets full marks...).
+``attncourse/variants.py`` says what is checked (a wrong answer loses points, an alternative gets full marks...).
 nbgrader's autograde runs a submission top to bottom; after nbval's last cell the kernel has done exactly that
 with the reference solutions, so each recorded answer runs there as the answer cell, followed by the exercise's
 tests: ``<chapter>.ipynb::recorded answers``, an item added after the chapter's last cell, with no execution of

@@ -12,7 +12,7 @@
 - **No MyST is left**: no role, target or directive; cross-references are links to the website's section,
   whose page and anchor exist in the built site.
 - **One repository URL**: ``_config.yml``'s ``repository: url:`` is the one in every install line, clone
-  command and launch button (course/site.py stamps it with ``make student``).
+  command and launch button (attncourse/repository.py stamps it with ``make student``).
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def _pattern(source: str) -> re.Pattern:
 
 
 def _quick_checks_released(source: str) -> str:
-    """A book cell with each quick check written as the release writes it (course/markup.py), its glue roles kept.
+    """A book cell with each quick check written as the release writes it (attncourse/markup.py), its glue roles kept.
 
     The check's number and a number check's answers (values the site keeps in the form, not in the text) match any
     text: a NUL, as ``_literal`` leaves for rewritten markup."""

@@ -103,8 +103,8 @@ def _distributions(module: str) -> set[str]:
 
 
 def test_dependencies_are_what_attnlib_imports():
-    """pyproject: ``dependencies`` = what every import of attnlib needs; ``views``/``models`` = what those
-    modules import; ``site`` = the build's, which attnlib never imports."""
+    """pyproject: ``dependencies`` = what every import of attnlib needs; ``views``/``models``/``kernels`` = what those
+    modules import; the build's packages (onnx...), which attnlib never imports, are not attnlib's at all."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     core, extras = _names(project["dependencies"]), {k: _names(v) for k, v in project["optional-dependencies"].items()}
     required, optional = set(), set()
@@ -121,15 +121,15 @@ def test_dependencies_are_what_attnlib_imports():
             core_imports |= {node.module.split(".")[0] for node in body
                              if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module}
     assert core == {d for m in core_imports - {"attnlib"} for d in _distributions(m)} == {"numpy", "torch"}
-    declared = core | extras["views"] | extras["models"]
+    declared = core | extras["views"] | extras["models"] | extras["kernels"]
     # IPython comes with ipywidgets (its dependency) and with every kernel (glue.py imports it only inside one);
     # everything else attnlib imports is declared by name
     undeclared = {m for m in required if not _distributions(m) & declared} - {"IPython"}
     assert undeclared == set(), f"expected every import of attnlib in dependencies or an extra, got {undeclared}"
     unused = {d for d in declared if not any(d in _distributions(m) for m in required | optional)}
     assert unused == set(), f"expected every declared dependency imported by attnlib, got {unused} unused"
-    assert extras["site"] == {"onnx", "onnxscript", "onnxruntime"}
-    assert not {d for m in required | optional for d in _distributions(m)} & extras["site"]
+    assert set(extras) == {"views", "models", "kernels"}  # the build's (onnx...) are the kit's: course/pyproject.toml
+    assert not {d for m in required | optional for d in _distributions(m)} & {"onnx", "onnxscript", "onnxruntime"}
     assert "tqdm" not in declared and "tqdm" in {m for m in optional}  # bench's bar: shown when installed
 
 

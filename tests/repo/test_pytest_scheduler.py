@@ -35,11 +35,11 @@ def _item(nodeid: str, slow: bool = False):
 
 
 def test_in_a_worker_chapters_and_slow_groups_start_first_and_keep_their_order():
-    items = [_item("tests/lib/test_a.py::t1"), _item("book/01_x.ipynb::Cell 0"), _item("book/01_x.ipynb::Cell 1"),
-             _item("tests/lib/test_b.py::t1"), _item("tests/lib/test_a.py::t2", slow=True)]
+    items = [_item("t/test_a.py::t1"), _item("book/01_x.ipynb::Cell 0"), _item("book/01_x.ipynb::Cell 1"),
+             _item("t/test_b.py::t1"), _item("t/test_a.py::t2", slow=True)]
     scheduler.pytest_collection_modifyitems(SimpleNamespace(workerinput={}), items)
-    expected = ["tests/lib/test_a.py::t1", "book/01_x.ipynb::Cell 0", "book/01_x.ipynb::Cell 1",
-                "tests/lib/test_a.py::t2", "tests/lib/test_b.py::t1"]
+    expected = ["t/test_a.py::t1", "book/01_x.ipynb::Cell 0", "book/01_x.ipynb::Cell 1",
+                "t/test_a.py::t2", "t/test_b.py::t1"]
     assert [i.nodeid for i in items] == expected
 
 
