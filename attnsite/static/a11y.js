@@ -186,12 +186,14 @@
       if (box.tagName !== 'SPAN') { setClass(box.parentElement, 'attnlib-scroll-parent', scrolls); }
     });
   }
-  // A figure shown narrower than it was drawn (its width attribute) links to its full-size file: say so.
+  // A figure shown narrower than it was drawn links to its full-size file: say so. Its drawn CSS width: Sphinx
+  // writes a notebook image's as style="width: ...px", an explorer state's <img> has a width attribute.
+  function drawnWidth(img) { return parseFloat(img.style.width) || Number(img.getAttribute('width')) || 0; }
   function markShrunk() {
-    document.querySelectorAll('.bd-article a.image-reference > img[width], .bd-article a > img[width]').forEach(
+    document.querySelectorAll('.bd-article a.image-reference > img, .bd-article a > img[width]').forEach(
       function (img) {
         var shown = img.getBoundingClientRect().width;
-        setClass(img.parentElement, 'attnlib-shrunk', shown > 0 && shown < 0.9 * Number(img.getAttribute('width')));
+        setClass(img.parentElement, 'attnlib-shrunk', shown > 0 && shown < 0.9 * drawnWidth(img));
       });
   }
 

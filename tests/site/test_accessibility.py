@@ -238,8 +238,8 @@ run_axe = bu.run_axe
 # figures that attnsite/a11y.py marks as keeping their size on a phone (their cell numbers would be < 9 px)
 SHRUNK = """
 return Array.from(document.querySelectorAll('img.attnlib-wide-figure'))
-  .filter(i => i.getBoundingClientRect().width + 1 < Number(i.getAttribute('width')))
-  .map(i => i.getAttribute('width') + ' shown ' + Math.round(i.getBoundingClientRect().width));
+  .map(i => [parseFloat(i.style.width) || Number(i.getAttribute('width')), i.getBoundingClientRect().width])
+  .filter(([drawn, shown]) => shown + 1 < drawn).map(([drawn, shown]) => drawn + ' shown ' + Math.round(shown));
 """
 
 

@@ -76,13 +76,18 @@
     });
     return smallest;
   }
+  // the CSS width a figure was drawn for: Sphinx writes a notebook image's as style="width: ...px" (a 2x PNG's
+  // natural width is twice it), an explorer state's <img> has a width attribute
+  function drawnWidth(img, fallback) {
+    return parseFloat(img.style.width) || Number(img.getAttribute('width')) || fallback;
+  }
   var figures = [];
   article.querySelectorAll('img[data-attnlib-text-px], svg[role="img"]').forEach(function (figure) {
     if (!shown(figure)) { return; }
     var r = figure.getBoundingClientRect(), own, px;
     if (figure.tagName.toLowerCase() === 'img') {
       own = parseFloat(figure.getAttribute('data-attnlib-text-px'));
-      px = own * r.width / Number(figure.getAttribute('width') || figure.naturalWidth || r.width);
+      px = own * r.width / drawnWidth(figure, r.width);
     } else {
       px = svgTextPx(figure);
       if (!isFinite(px)) { return; }
