@@ -12,8 +12,9 @@ per chapter, link previews, a titled root page, and search results without raw T
 * **Equations numbered per chapter** ((3.2), not (52)): the toctree is not numbered (the chapters carry their
   numbers in their titles), so Sphinx counts display equations across the whole book. ``number_equations``
   (``env-get-updated``, after Sphinx assigned its numbers) renumbers each page's equations in page order under
-  the chapter's number, read from its file name (``03_softmax`` -> 3; the background page -> B). Both the
-  equation's label and every ``{eq}`` reference read these numbers.
+  the chapter's number, read from its file name (``03_softmax`` -> 3), or a page's letter (the background page ->
+  B, the going-further pages -> G and P: (G.1) is no chapter's). Both the equation's label and every ``{eq}``
+  reference read these numbers.
 * **Link previews**: every page gets ``description`` and Open Graph meta tags from its first paragraph.
 * **The root ``index.html``** forwards to the first page and has a title, a description and a link.
 * **Search** (``search.js`` on the search page): snippets without TeX source or the page's printed contents
@@ -50,13 +51,18 @@ def set_theme_options(app: Sphinx, config) -> None:
 # --- equations numbered per chapter -------------------------------------------------------------------------
 
 
+# pages outside the numbered chapters whose equations are numbered under a letter of their own
+PAGE_LABELS = {"background": "B", "appendix_growing_logits": "G", "appendix_positions": "P"}
+
+
 def chapter_label(docname: str) -> str | None:
-    """The prefix of a page's equation numbers: ``'3'`` for ``book/03_softmax``, ``'B'`` for the background
-    page, None for other pages (their equations keep a plain count)."""
+    """The prefix of a page's equation numbers: ``'3'`` for ``book/03_softmax``, a letter for the pages of
+    ``PAGE_LABELS`` (the background page: B; the going-further pages: G, growing logits, and P, positions), None
+    for other pages (their equations keep a plain count)."""
     stem = docname.rsplit("/", 1)[-1]
     if re.fullmatch(r"\d\d_\w+", stem):
         return str(int(stem[:2]))
-    return "B" if stem == "background" else None
+    return PAGE_LABELS.get(stem)
 
 
 def chapter_numbers(docname: str, numbers: dict[str, tuple]) -> dict[str, tuple]:

@@ -459,3 +459,31 @@ def test_student_edition_shows_no_output_of_answer_or_test_cells(page, site):
         return
     assert shown == [], f"{page}: answer or test cells show the reference run's output: {shown}"
     assert "tests passed" not in html, f"{page}: the student edition says 'tests passed'"
+
+
+EQUATION = re.compile(r'<div class="math[^"]*" id="equation-([^"]+)">\s*<span class="eqno">\(([^)<]*)\)')
+EQUATION_REFERENCE = re.compile(r'<a class="reference internal" href="([^"#]*)#equation-([^"]+)">\(([^)<]*)\)</a>')
+
+
+def test_equations_are_numbered_per_page_and_every_reference_reads_the_same(site):
+    """A chapter's display equations read (3.1), (3.2), ...; the background page's (B.1), the going-further pages'
+    (G.1) and (P.1) (``attnsite.theme.chapter_label``), so no number is another page's; and every ``{eq}``
+    reference, on its own page or another, reads the number printed beside the equation it links to."""
+    from attnsite.theme import chapter_label  # noqa: PLC0415 - the build's rule for a page's prefix
+
+    numbers, references = {}, []
+    for page in PAGES:
+        html = (site / f"{page}.html").read_text(encoding="utf-8")
+        found = EQUATION.findall(html)
+        label = chapter_label(page)
+        expected = [f"{label}.{i}" if label else str(i) for i in range(1, len(found) + 1)]
+        assert [number for _, number in found] == expected, f"{page}: equations numbered {found}"
+        numbers.update({(page, key): number for key, number in found})
+        folder = page.rsplit("/", 1)[0]
+        references += [(page, f"{folder}/{href.removesuffix('.html')}" if href else page, key, number)
+                       for href, key, number in EQUATION_REFERENCE.findall(html)]
+    assert any(number.startswith("G.") for number in numbers.values()), "no equation of the going-further pages"
+    assert len(references) > 50, f"only {len(references)} equation references found: has the markup changed?"
+    wrong = [(page, target, key, number, numbers.get((target, key))) for page, target, key, number in references
+             if numbers.get((target, key)) != number]
+    assert wrong == [], f"references not reading their equation's number (page, target, id, read, printed): {wrong}"
