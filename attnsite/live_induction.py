@@ -4,8 +4,8 @@ Chapter 9 trains a tiny ``attnlib.induction.AttentionOnlyTransformer`` (2 layers
 vocabulary of 32 symbols; about 39,000 numbers) with ``attnlib.induction.grow_induction_head``, whose settings
 (``ARCHITECTURE``, ``TRAINING``, ``PROBE``, ``SYMBOLS``) live in ``attnlib.induction`` for the chapter and
 this build alike. When an HTML build starts, ``write_induction_files`` trains it again the same way
-(``train_chapter_model``, on the CPU), names its heads from the scores the chapter prints (``head_roles``),
-and puts into ``<outdir>/_static/_live/``:
+(``train_chapter_model``, on the CPU), names its heads as the chapter does, by their scores against the
+positional floor (``head_roles``), and puts into ``<outdir>/_static/_live/``:
 
 * ``induction-model.json``: the shapes, the symbols, the heads' roles and scores, and every weight as
   little-endian float32 in base64 (``export_weights``); the training (about 10 s) is cached in the
@@ -29,7 +29,7 @@ import torch
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from attnlib.induction import ARCHITECTURE, PROBE, SYMBOLS, grow_induction_head, head_scores, probe_tokens
+from attnlib.induction import ARCHITECTURE, SYMBOLS, floored_scores, grow_induction_head, scoring_probes
 from attnlib.views.html import script_json
 
 from . import live_model
@@ -41,7 +41,11 @@ CACHE = REPO / "_build" / "live-induction"  # shared by every output folder
 SCRIPT = "induction-live.js"
 MODEL_FILE = "induction-model.json"
 MARKER = 'id="attnlib-induction"'
-ROLE_THRESHOLD = 0.25  # a head is named for a score above this: 6 times an evenly spread head's (about 0.04)
+# How chapter 9 names a head (cell 64006be9): an induction head's score stands more than 0.5 above its positional
+# floor (the same score on sequences with nothing to copy); the previous-token head is the layer-1 head that leads
+# on the previous-token score, with most of its weight (more than half) on the previous token.
+INDUCTION_ABOVE_FLOOR = 0.5
+PREVIOUS_TOKEN_SHARE = 0.5
 
 
 def train_chapter_model() -> torch.nn.Module:
@@ -53,20 +57,22 @@ def train_chapter_model() -> torch.nn.Module:
 def head_roles(model: torch.nn.Module) -> list[dict]:
     """Per head (layer-major): layer and head (from 1 and 0, as the chapter writes them), scores and role.
 
-    The scores are the chapter's (``attnlib.induction.probe_tokens``). The layer-1 head with the highest
-    previous-token score, if above ``ROLE_THRESHOLD``, is "previous-token head"; a layer-2 head whose
-    induction score is above it is an "induction head".
+    The scores are the chapter's (``attnlib.induction.floored_scores`` on ``scoring_probes()``, as its figure of the
+    heads' scores): ``previous``, ``induction`` and the induction score's positional ``floor``. A layer-2 head whose
+    induction score stands more than ``INDUCTION_ABOVE_FLOOR`` above its floor is an "induction head"; the layer-1
+    head with the highest previous-token score, if above ``PREVIOUS_TOKEN_SHARE``, is the "previous-token head". A
+    score alone names nothing: on a fixed layout every head's floor is high (chapter 9, section 9.2).
     """
-    scores = head_scores(model, probe_tokens(), half=PROBE["half"])
+    scores = {name: value.tolist() for name, value in floored_scores(model, scoring_probes()).items()}
     roles = []
     for layer in range(ARCHITECTURE["num_layers"]):
         for head in range(ARCHITECTURE["num_heads"]):
-            previous, induction = float(scores["previous"][layer, head]), float(scores["induction"][layer, head])
-            role = ("previous-token head" if layer == 0 and previous > ROLE_THRESHOLD
-                    and previous == float(scores["previous"][0].max()) else
-                    "induction head" if layer == 1 and induction > ROLE_THRESHOLD else "")
+            previous, induction, floor = (scores[name][layer][head] for name in ("previous", "induction", "floor"))
+            leads = previous == max(scores["previous"][0])
+            role = ("previous-token head" if layer == 0 and leads and previous > PREVIOUS_TOKEN_SHARE else
+                    "induction head" if layer == 1 and induction - floor > INDUCTION_ABOVE_FLOOR else "")
             roles.append({"layer": layer + 1, "head": head, "previous": round(previous, 2),
-                          "induction": round(induction, 2), "role": role})
+                          "induction": round(induction, 2), "floor": round(floor, 2), "role": role})
     return roles
 
 

@@ -168,7 +168,8 @@
     const grid = el('table');
     grid.className = 'attnlib-induction-grid';
     grid.append(el('caption', `${headName(role)} (chapter scores: previous-token ${role.previous.toFixed(2)}, ` +
-      `induction ${role.induction.toFixed(2)}). Row: query position; column: key; weight in hundredths.`));
+      `induction ${role.induction.toFixed(2)} against a positional floor of ${role.floor.toFixed(2)}). ` +
+      'Row: query position; column: key; weight in hundredths.'));
     const header = el('tr');
     header.append(el('th', 'query \\ key'));
     result.tokens.forEach((s, j) => { const th = el('th', `${j + 1} ${s}`); th.scope = 'col'; header.append(th); });

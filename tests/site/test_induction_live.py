@@ -92,8 +92,26 @@ def test_the_exported_weights_are_the_chapters_trained_model(exported):
 
 
 def test_heads_are_named_as_the_chapter_names_them(exported):
+    """Chapter 9's names (layer 1 head 0 the previous-token head, both layer-2 heads induction heads), given by its
+    rule: an induction score more than 0.5 above its positional floor, a previous-token score that leads layer 1
+    with most of the head's weight; the scores served are the chapter's, floor included, with room to spare."""
     roles = {(r["layer"], r["head"]): r["role"] for r in exported["roles"]}
     assert roles == {(1, 0): "previous-token head", (1, 1): "", (2, 0): "induction head", (2, 1): "induction head"}
+    above = {(r["layer"], r["head"]): r["induction"] - r["floor"] for r in exported["roles"]}
+    assert min(above[2, 0], above[2, 1]) > li.INDUCTION_ABOVE_FLOOR + 0.2  # the chapter asserts more than 0.7
+    assert max(above[1, 0], above[1, 1]) < li.INDUCTION_ABOVE_FLOOR - 0.2  # layer 1: near their floors
+    previous = {key: r["previous"] for key, r in zip(roles, exported["roles"], strict=True)}
+    assert previous[1, 0] > li.PREVIOUS_TOKEN_SHARE + 0.1 > previous[1, 1] + 0.1
+
+
+def test_a_head_is_named_by_its_score_above_the_floor_not_by_its_score(monkeypatch):
+    """A layer-2 head that scores high by position alone (its floor as high as its score) is no induction head, and
+    one whose score clears its floor by more than the margin is; on made-up scores, through ``head_roles``."""
+    made_up = {"previous": torch.tensor([[0.7, 0.1], [0.1, 0.1]]), "induction": torch.tensor([[0.3, 0.3], [0.8, 0.9]]),
+               "floor": torch.tensor([[0.3, 0.3], [0.7, 0.2]])}
+    monkeypatch.setattr(li, "floored_scores", lambda model, probes: made_up)
+    roles = [r["role"] for r in li.head_roles(None)]
+    assert roles == ["previous-token head", "", "", "induction head"]
 
 
 def _section() -> str:
