@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.collections import QuadMesh
 from matplotlib.colors import LogNorm, to_rgb
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure, SubFigure
@@ -223,19 +224,49 @@ def _describe_image(ax, image) -> str:
         return "an image"
     rows = _labelled(ax, "y", m.shape[0]) or [str(i) for i in range(m.shape[0])]
     cols = _labelled(ax, "x", m.shape[1]) or [str(j) for j in range(m.shape[1])]
-    ylabel, xlabel = _axis_label(ax, "y"), _axis_label(ax, "x")
+    return _describe_matrix(ax, image, m, (rows, _axis_label(ax, "y")), (cols, _axis_label(ax, "x")))
+
+
+def mesh_matrix(mesh) -> np.ndarray | None:
+    """The values of a ``pcolormesh`` drawn from a matrix, (Lq, Lk) for attention weights (NaN where masked), else
+    None."""
+    m = np.ma.filled(np.ma.asarray(mesh.get_array(), dtype=float), np.nan)
+    return m if m.ndim == 2 else None
+
+
+def value_meshes(ax) -> list:
+    """The ``pcolormesh`` grids of ``ax`` drawn from a matrix: heatmaps on their data's own coordinates."""
+    return [c for c in ax.collections if isinstance(c, QuadMesh) and mesh_matrix(c) is not None]
+
+
+def _describe_mesh(ax, mesh) -> str:
+    """A heatmap drawn with ``pcolormesh``: its rows and columns named by the coordinates of their centres."""
+    m, corners = mesh_matrix(mesh), np.asarray(mesh.get_coordinates(), dtype=float)  # (rows + 1, cols + 1, 2)
+    xs = (corners[0, :-1, 0] + corners[0, 1:, 0]) / 2
+    ys = (corners[:-1, 0, 1] + corners[1:, 0, 1]) / 2
+    axes = []
+    for centres, label in ((ys, ax.get_ylabel()), (xs, ax.get_xlabel())):
+        where = _span(centres.min(), centres.max())
+        axes.append(([_number(v) for v in centres], f"{label}, {where}" if label else where))
+    return _describe_matrix(ax, mesh, m, *axes)
+
+
+def _describe_matrix(ax, mappable, m: np.ndarray, rows: tuple, cols: tuple) -> str:
+    """A matrix drawn as colours (``mappable``: an image or a mesh): its size, values, each row's largest and its
+    colour bar; ``rows`` and ``cols``: (the name of each row or column, what the axis says of them)."""
+    (names, ylabel), (columns, xlabel) = rows, cols
     text = (f"heatmap of {_count(m.shape[0], 'row')}" + (f" ({ylabel})" if ylabel else "")
             + f" by {_count(m.shape[1], 'column')}" + (f" ({xlabel})" if xlabel else ""))
     finite = m[np.isfinite(m)]
     if finite.size:
-        scale = _linear_scale(finite, not isinstance(image.norm, LogNorm))
+        scale = _linear_scale(finite, not isinstance(mappable.norm, LogNorm))
         low, high = _number(finite.min(), scale), _number(finite.max(), scale)
         text += f", every value {low}" if low == high else f", values from {low} to {high}"
         if finite.min() >= 0 and np.allclose(np.nansum(m, axis=1), 1, atol=1e-2):
             text += ", each row sums to 1"
         if low != high:
-            text += "; " + _row_pattern(m, rows, cols)
-    bar = _colorbar_of(ax, image)
+            text += "; " + _row_pattern(m, names, columns)
+    bar = _colorbar_of(ax, mappable)
     if bar is not None:
         text += f"; colour bar: {bar.ax.get_ylabel()}" if bar.ax.get_ylabel() else "; with a colour bar"
     return text
@@ -304,8 +335,10 @@ def _one_turn(x: np.ndarray, y: np.ndarray, x_name: str, scale: float) -> str | 
         return None
     i = int(np.argmin(y) if signs[0] < 0 else np.argmax(y))
     first, then = ("falls", "rises") if signs[0] < 0 else ("rises", "falls")
-    return (f"{first} from {_number(y[0], scale)} to {_number(y[i], scale)} at {x_name} = {_number(x[i])}, "
-            f"then {then} to {_number(y[-1], scale)}")
+    start, turn, end = (_number(v, scale) for v in (y[0], y[i], y[-1]))
+    if turn in (start, end):  # one leg too small to print: a trend (None when both are: flat)
+        return None if start == turn == end else f"{then if start == turn else first} from {start} to {end}"
+    return f"{first} from {start} to {turn} at {x_name} = {_number(x[i])}, then {then} to {end}"
 
 
 def _describe_lines(ax) -> list[str]:
@@ -406,7 +439,8 @@ def _describe_bars(ax) -> list[str]:
 
 
 def _describe_points(ax) -> list[str]:
-    counts = [len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets") and len(c.get_offsets())]
+    counts = [len(c.get_offsets()) for c in ax.collections
+              if hasattr(c, "get_offsets") and len(c.get_offsets()) and not isinstance(c, QuadMesh)]
     return [f"{sum(counts)} plotted points"] if counts and not ax.images else []
 
 
@@ -421,10 +455,10 @@ def _axes_words(ax) -> str:
 
 def describe_axes(ax) -> str:
     """One panel in words: title, what is drawn (heatmap, curves, arrows, bars, points) and its axes."""
-    details = []
-    if not ax.images and (ax.get_xlabel() or ax.get_ylabel()):
+    details, meshes = [], value_meshes(ax)
+    if not ax.images and not meshes and (ax.get_xlabel() or ax.get_ylabel()):
         details.append(_axes_words(ax))
-    details += [_describe_image(ax, image) for image in ax.images]
+    details += [_describe_image(ax, image) for image in ax.images] + [_describe_mesh(ax, mesh) for mesh in meshes]
     details += _describe_lines(ax) + _describe_arrows(ax) + _describe_bars(ax) + _describe_points(ax)
     text, title = "; ".join(details), " ".join(ax.get_title().split())  # a title's spacing is layout, not words
     if title and text:

@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from attnlib.views.alt_text import describe_figure, is_colorbar, message_of, summarize_figure
+from attnlib.views.alt_text import describe_figure, is_colorbar, message_of, summarize_figure, value_meshes
 
 SCALE = 2  # image pixels per CSS pixel: 2x PNGs stay sharp on high-density screens
 ALT_KEY = "Description"  # the PNG text chunk (a registered keyword) that holds the figure's description
@@ -56,14 +56,16 @@ def palette_png(fig, dpi: int = 72, colors: int = 128) -> bytes:
 def colour_bars(fig) -> dict:
     """What a figure's colour scales look like: ``{"heatmaps", "colorbars", "overlaps"}``.
 
-    ``heatmaps``: panels showing a value image (``imshow`` of a matrix); ``colorbars``: colour-bar axes;
+    ``heatmaps``: panels showing a matrix as colours (``imshow``, or ``pcolormesh`` on the data's coordinates);
+    ``colorbars``: colour-bar axes;
     ``overlaps``: colour bars whose box covers part of a panel's box (a bar drawn over a figure). One bar
     per heatmap, or one shared bar, placed beside the panels, is ``colorbars <= heatmaps`` and no overlap.
     """
     fig.canvas.draw()
     bars = [ax for ax in fig.axes if is_colorbar(ax)]
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison and not is_colorbar(ax)]
-    heatmaps = [ax for ax in panels if any(np.ndim(image.get_array()) == 2 for image in ax.images)]
+    heatmaps = [ax for ax in panels
+                if any(np.ndim(image.get_array()) == 2 for image in ax.images) or value_meshes(ax)]
     overlaps = []
     for i, bar in enumerate(bars):
         box = bar.get_position()

@@ -480,3 +480,22 @@ def test_alt_text_reads_mathtext_a_curves_turn_ties_and_negligible_bars():
                                                ["noun", "actor", "place"]).figure)
     assert "cat: noun, actor 1; mat: place 1" in ties, ties
     plt.close("all")
+
+
+def test_alt_text_reads_a_turn_too_small_to_print_as_a_trend_and_a_pcolormesh_as_a_heatmap():
+    """A curve whose rise is below the printed digits falls (never 'rises from 2.79 to 2.79'); a matrix drawn with
+    pcolormesh on its data's coordinates is a heatmap, its rows and columns named by them, with its colour bar."""
+    fig, (left, right) = plt.subplots(1, 2)
+    left.plot(np.linspace(0, 5, 52), np.concatenate([[2.79, 2.791], np.linspace(2.79, 2.17, 50)]), label="σ = 2")
+    keys, queries = np.array([0.5, 1.2, 3.0, 4.4]), np.linspace(0, 5, 6)
+    weights = np.exp(-((queries[:, None] - keys[None]) ** 2))
+    mesh = right.pcolormesh(keys, queries, weights / weights.sum(1, keepdims=True), shading="nearest", vmin=0)
+    fig.colorbar(mesh, ax=right, label="weight")
+    right.set(xlabel="observed x (key)", ylabel="query x")
+    text = plots.describe_figure(fig)
+    assert "σ = 2 falls from 2.79 to 2.17" in text, text
+    assert ("heatmap of 6 rows (query x, from 0 to 5) by 4 columns (observed x (key), from 0.5 to 4.4), values from"
+            in text and "each row sums to 1; largest value in each row: 0: 0.5" in text), text
+    assert "colour bar: weight" in text and "plotted points" not in text, text
+    assert images.colour_bars(fig) == {"heatmaps": 1, "colorbars": 1, "overlaps": []}
+    plt.close("all")
