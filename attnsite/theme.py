@@ -32,6 +32,8 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from attncourse.exercise_cells import chapter_number
+
 from .site_assets import STATIC_DIR, copy_static
 
 LOGGER = logging.getLogger(__name__)
@@ -60,9 +62,8 @@ def chapter_label(docname: str) -> str | None:
     ``PAGE_LABELS`` (the background page: B; the going-further pages: G, growing logits, and P, positions), None
     for other pages (their equations keep a plain count)."""
     stem = docname.rsplit("/", 1)[-1]
-    if re.fullmatch(r"\d\d_\w+", stem):
-        return str(int(stem[:2]))
-    return PAGE_LABELS.get(stem)
+    number = chapter_number(stem)
+    return str(number) if number is not None else PAGE_LABELS.get(stem)
 
 
 def chapter_numbers(docname: str, numbers: dict[str, tuple]) -> dict[str, tuple]:

@@ -193,7 +193,8 @@ def _pattern(source: str) -> re.Pattern:
 
 
 def _quick_checks_released(source: str) -> str:
-    """A book cell with each quick check written as the release writes it (attncourse/markup.py), its glue roles kept.
+    """A book cell with each quick check written as the release writes it (attncourse/markup.py), its glue roles
+    kept.
 
     The check's number and a number check's answers (values the site keeps in the form, not in the text) match any
     text: a NUL, as ``_literal`` leaves for rewritten markup."""

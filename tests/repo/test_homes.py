@@ -116,7 +116,8 @@ def test_attnsite_imports_itself_relatively_and_without_fallbacks():
 
 # A path of this repository named in a text: under one of its top-level folders, ending in a file's extension or a
 # folder's slash, not a pattern or placeholder; a built page (book/x.html) names its chapter or page.
-REPO_PATH = re.compile(r"(?<![\w./~-])((?:attnlib|attnsite|course|tests|tools|book|docs|\.ci|\.github)/[\w./-]*\w/?)")
+TOP = r"(?:attnlib|attnsite|attncourse|course|tests|tools|book|docs|\.ci|\.github)"
+REPO_PATH = re.compile(rf"(?<![\w./~-])({TOP}/[\w./-]*\w/?)")
 EXTENSIONS = {".py", ".js", ".css", ".md", ".ipynb", ".yml", ".json", ".txt", ".toml", ".cfg", ".html", ".bib", ".svg"}
 TEXTS = {".md", ".py", ".yml", ".yaml", ".toml", ".txt", ".js", ".css", ".cfg", ".ipynb", ".json", ""}
 PLACEHOLDER = re.compile(r"NN_|_x\b|<|\*|\.\.\.|\{")
