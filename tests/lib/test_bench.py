@@ -47,6 +47,7 @@ def test_make_inputs_is_seeded():
     assert not torch.equal(first[0], first[1])
 
 
+@pytest.mark.slow  # the bench run of the rows fixture: make check leaves it to make test
 def test_run_has_one_row_per_case_and_path(rows):
     cases = [(length, causal, mode) for causal in (False, True) for length in TINY.lengths for mode in bench.MODES]
     assert [(r["L"], r["causal"], r["mode"], r["path"]) for r in rows] == [
@@ -60,6 +61,7 @@ def test_run_has_one_row_per_case_and_path(rows):
     assert baseline and all(r["time_ratio"] == 1.0 and r["peak_ratio"] == 1.0 for r in baseline)
 
 
+@pytest.mark.slow  # the bench run of the rows fixture: make check leaves it to make test
 def test_cuda_paths_and_flex_backward_say_why_they_are_absent_on_a_cpu(rows):
     reasons = {(r["path"], r["mode"]): r["absent"] for r in rows}
     for name in ("attnlib triton", bench.CUDA_BASELINE, "SDPA efficient", "SDPA cuDNN"):
@@ -68,6 +70,7 @@ def test_cuda_paths_and_flex_backward_say_why_they_are_absent_on_a_cpu(rows):
     assert reasons[("FlexAttention", "fwd")] is None and "no backward" in reasons[("FlexAttention", "fwd+bwd")]
 
 
+@pytest.mark.slow  # the bench run of the rows fixture: make check leaves it to make test
 def test_table_has_every_row_and_column(rows):
     lines = bench.format_table(rows).splitlines()
     assert len(lines) == 2 + len(rows)
@@ -77,6 +80,7 @@ def test_table_has_every_row_and_column(rows):
         assert ("absent: " in line) == bool(r["absent"])
 
 
+@pytest.mark.slow  # the bench run of the rows fixture: make check leaves it to make test
 def test_summary_names_the_three_headline_ratios(rows):
     text = "\n".join(bench.summary(rows))
     for pair in ("time of attnlib weights / torch softmax", "time of attnlib fast / torch SDPA",

@@ -66,6 +66,7 @@ def test_no_module_imports_build_tooling_or_starts_processes():
     assert bad == {}, f"expected attnlib free of build tooling and processes, got {bad}"
 
 
+@pytest.mark.slow  # seconds: make check leaves it to make test
 def test_importing_every_module_loads_no_build_tooling():
     """Every attnlib module imported in a fresh interpreter: no ONNX, Sphinx or docutils module comes with it."""
     program = f"""

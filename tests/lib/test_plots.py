@@ -455,6 +455,7 @@ def test_figures_carry_their_smallest_text_size():
     plt.close("all")
 
 
+@pytest.mark.slow  # seconds: make check leaves it to make test
 def test_head_grid_text_stays_legible_in_the_column():
     """A 12-head grid at its default width, shown in the 688 px column, keeps its text at 9 px or more."""
     fig = plots.head_grid(np.full((12, 6, 6), 1 / 6), [f"t{i}" for i in range(6)])

@@ -67,12 +67,14 @@ def test_score_variance_is_reproducible_and_depends_on_the_seed():
     assert score_variance(32, seed=3) != score_variance(32, seed=4)
 
 
+@pytest.mark.slow  # seconds: make check leaves it to make test
 def test_saturation_grows_towards_one_without_scaling():
     values = [softmax_saturation(d) for d in WIDTHS]
     assert all(a < b for a, b in zip(values, values[1:], strict=False))
     assert values[0] < 0.5 and values[-1] > 0.9  # from spread out to one key taking nearly all weight
 
 
+@pytest.mark.slow  # seconds: make check leaves it to make test
 def test_saturation_stays_flat_with_scaling():
     values = [softmax_saturation(d, scaled=True) for d in WIDTHS]
     assert max(values) - min(values) < 0.1
