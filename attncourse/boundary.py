@@ -25,7 +25,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
-from attncourse.sandbox import Limits, kernel_argv, kernel_env, write_kernelspec
+from attncourse.sandbox import ONE_THREAD, Limits, kernel_argv, kernel_env, write_kernelspec
 
 RESULT_BYTES = 64 * 2**20  # a larger answer is refused (the sandbox's file size limit stops it first)
 
@@ -70,8 +70,7 @@ class StudentKernel:
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.spec = self.scratch.parent / f"{self.scratch.name}-spec"
         name = write_kernelspec(self.spec, kernel_argv(self.scratch, self.limits, self.sandbox),
-                                {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-                                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg",
+                                {**ONE_THREAD, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg",
                                  "PYDEVD_DISABLE_FILE_VALIDATION": "1", **kernel_env()})
         self.km = AsyncKernelManager(kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(self.spec / "kernels")]),
                                      kernel_name=name, transport="ipc", ip=str(self.scratch / "kernel"),

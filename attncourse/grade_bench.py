@@ -23,8 +23,8 @@ from attncourse.autograde import autograde
 from attncourse.coursedir import Course
 from attncourse.exercise_cells import autograded_points, nbgrader
 from attncourse.grades import exercise_rows
-from attncourse.parallel import ONE_THREAD
 from attncourse.release import release
+from attncourse.sandbox import ONE_THREAD
 
 CLASS, ASSIGNMENTS = 300, 8  # the term the figures are extrapolated to
 

@@ -31,10 +31,8 @@ from traitlets import Dict
 
 from attncourse.boundary import StudentKernel
 from attncourse.coursedir import Course
-from attncourse.sandbox import Limits, bwrap_works, sandboxed
+from attncourse.sandbox import ONE_THREAD, Limits, bwrap_works, sandboxed
 from attncourse.verdict import chapter_cells, exercise_label, released_tests, verdicts
-
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def task_files(course: Course, student: str, assignment: str) -> dict[str, bytes]:

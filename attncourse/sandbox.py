@@ -187,6 +187,11 @@ def _probe_failure(interpreter: Interpreter, done: subprocess.CompletedProcess) 
     return None
 
 
+# Every kernel, the graders' and the tests', computes on one thread: N kernels share the cores, and torch on two
+# threads beside another busy process spins and waits. One home: tools/testsettings.py takes it from here.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
 def kernel_env(interpreter: Interpreter | None = None) -> dict[str, str]:
     """The environment a student's kernel needs: attnlib's parent folder first on its path, so that it imports the
     grader's attnlib (a venv shared by two checkouts has the other's installed); inside the sandbox that folder

@@ -1,6 +1,7 @@
-"""The test settings, one home each: the tiers, nbval's flags, the one-thread environment, the environment of
-``make test``'s own run of the chapters. Standard library only: the Makefile, tools/testrun.py, the root
-conftest.py and the course tests read it.
+"""The test settings, one home each: the tiers, nbval's flags, the environment of ``make test``'s own run of the
+chapters, and the one-thread environment (from its home, the course kit's sandbox, which sets every grading kernel's).
+Nothing heavier than the standard library: the Makefile, tools/testrun.py, the root conftest.py and the course tests
+read it.
 
 From the shell (the Makefile): ``python tools/testsettings.py nbval`` prints nbval's flags, ``... one-thread``
 and ``... book-run`` environments as ``NAME=value`` words, ``... changed-chapters`` the chapters ``make check``
@@ -12,6 +13,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+
+from attncourse import sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,10 +32,10 @@ CHAPTERS = "book"
 # included (--nbval-lax); nothing is compared with stored digits.
 NBVAL = ("--nbval-lax", "--nbval-current-env")
 
-# Every test process and chapter kernel computes on one thread: xdist's workers already keep every core busy,
-# and torch on two threads beside another busy process spins and waits (the induction training: 3 s alone, 48 s
-# with two threads under xdist).
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+# Every test process and chapter kernel computes on one thread: xdist's workers already keep every core busy, and
+# torch on two threads beside another busy process spins and waits (the induction training: 3 s alone, 48 s with
+# two threads under xdist). The same setting as every grading kernel's: one home, attncourse.sandbox.
+ONE_THREAD = sandbox.ONE_THREAD
 
 # `make test` computes every chapter three ways, so each claim a chapter asserts is checked with its margin on
 # more than one machine's arithmetic: the book build on torch's widest CPU code path in float64, the released

@@ -35,6 +35,7 @@ import pytest
 from attncourse.coursedir import Course
 from attncourse.exercise_cells import BEGIN_SOLUTION, END_SOLUTION, nbgrader
 from attncourse.release import release
+from attncourse.sandbox import ONE_THREAD
 from tests.course.placements import copy_of_repository, placed_folder, python_of
 from tests.course.test_course import WITHOUT_DAC, overrides_permissions
 
@@ -158,7 +159,7 @@ def as_user(commands: dict[str, list[str]], checkout: Path) -> dict[str, dict]:
     in that checkout (its attnlib and kit), that sees files as an ordinary user does (setpriv without the DAC
     override under root): ``{name: {"rc", "out", "seconds"}}``."""
     prefix = WITHOUT_DAC if overrides_permissions() else []
-    env = {**os.environ, "COURSE_CELL_TIMEOUT": str(CELL_LIMIT_S), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "COURSE_CELL_TIMEOUT": str(CELL_LIMIT_S), **ONE_THREAD}
     env.pop("PYTHONPATH", None)
     done = subprocess.run([*prefix, str(python_of(checkout)), "-c", COMMANDS, json.dumps(commands)], cwd=checkout,
                           capture_output=True, text=True, timeout=1500, check=False, env=env)
