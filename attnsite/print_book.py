@@ -42,10 +42,13 @@ from pypdf import PdfReader, PdfWriter
 
 from .site_assets import REPO
 
-CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
-                "--hide-scrollbars", "--window-size=1000,1400",
-                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1")
+# Headless Chromium that reaches nothing but this machine (the tests' browser takes the same: tests/browser_utils.py).
+OFFLINE_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
+                 "--disable-dev-shm-usage", "--hide-scrollbars",
+                 # belt and braces: a name other than loopback never resolves (the log still records the attempt)
+                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1")
+CHROME_FLAGS = (*OFFLINE_FLAGS, "--window-size=1000,1400")
 A4 = {"paperWidth": 8.27, "paperHeight": 11.69, "marginTop": 0.6, "marginBottom": 0.6,
       "marginLeft": 0.55, "marginRight": 0.55}
 

@@ -31,13 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-CHROME_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
-    "--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1280,900",
-    # belt and braces: a name other than loopback never resolves (the log still records the attempt)
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
-)
+CHROME_FLAGS = (*print_book.OFFLINE_FLAGS, "--window-size=1280,900")  # Chromium's flags: one home, the print edition's
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 # data:, blob:, about: and the browser's own internal pages (its start page, error pages) never leave the machine
 LOCAL_SCHEMES = {"data", "blob", "about", "chrome", "chrome-error", "chrome-untrusted", "devtools"}
