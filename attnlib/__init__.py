@@ -18,7 +18,9 @@ module                    what it computes
 ``attnlib.induction``     a tiny attention-only decoder, the repeated-tokens task, induction scores
 ``attnlib.interpret``     reading attention (norms, rollout); ``attnlib.interventions`` ablates and patches the
                           heads of a running model, ``attnlib.circuits`` reads an attention-only transformer's weights
-``attnlib.flash``         memory-efficient attention: tiles and the online softmax
+``attnlib.flash``         memory-efficient attention: tiles and the online softmax, forward and backward
+``attnlib.flash_triton``  the same as Triton kernels (compiled on CUDA, Triton's interpreter on a CPU)
+``attnlib.flex``          the book's masks and score changes for torch's FlexAttention
 ``attnlib.io_cost``       bytes moved between HBM and SRAM, arithmetic intensity, the roofline
 ``attnlib.linear``        linear attention: a kernel feature map, its parallel and recurrent forms
 ``attnlib.bench``         ``python -m attnlib.bench``: time and memory of every path vs torch
