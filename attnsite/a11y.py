@@ -138,9 +138,25 @@ def _label_in_name(match: re.Match) -> str:
 _SEARCH_SCRIPTS = re.compile(r'<script src="([^"]*(?:_static/searchtools|_static/language_data|searchindex)\.js)">')
 
 
+# the search page's own script (attnsite/static/search.js, added by theme.py) patches Sphinx's Search and Scorer: it
+# must run after searchtools.js defines them and before searchindex.js runs the query. Deferred scripts run in the
+# order they are written, and Sphinx writes its search scripts last: the patch, written before them, found no Search
+_SEARCH_PATCH = re.compile(r'\s*<script defer="defer" src="[^"]*_static/attnlib/search\.js[^"]*"></script>')
+_SEARCHTOOLS = re.compile(r'<script defer="defer" src="[^"]*_static/searchtools\.js"></script>')
+
+
+def _search_patch_after_searchtools(text: str) -> str:
+    patch, tools = _SEARCH_PATCH.search(text), _SEARCHTOOLS.search(text)
+    if patch is None or tools is None or patch.start() > tools.start():
+        return text
+    text = text[:patch.start()] + text[patch.end():]
+    tools = _SEARCHTOOLS.search(text)
+    return text[:tools.end()] + patch.group(0) + text[tools.end():]
+
+
 def fix_html(text: str) -> str:
     """The fixes ``fix_page_html`` makes to one page's HTML."""
-    text = _SEARCH_SCRIPTS.sub(r'<script defer="defer" src="\1">', text)
+    text = _search_patch_after_searchtools(_SEARCH_SCRIPTS.sub(r'<script defer="defer" src="\1">', text))
     text = _BIBLIOENTRY.sub('role="listitem"', text)
     text = _SUMMARY_LABEL.sub("<summary>", text)
     text = _MODE_ICON.sub(r"\1", text)

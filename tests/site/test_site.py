@@ -407,6 +407,36 @@ def test_heaviest_page_stays_under_budget(browser, visits, site, capsys):
         f"{sorted(((r.transferred, r.url) for r in shared), reverse=True)[:5]}")
 
 
+SEARCH_RESULTS = """
+const summary = document.querySelector('#search-results .search-summary');
+return {done: !!summary && !/Searching/.test(summary.textContent), results: Array.from(
+  document.querySelectorAll('#search-results ul.search li')).map(li => ({
+    title: (li.querySelector('a') || {}).textContent || '',
+    snippet: (li.querySelector('p.context') || {}).textContent || ''}))};
+"""
+TEX_SOURCE = re.compile(r"\\(operatorname|frac|sqrt|begin|end|mathrm|text|left|right|top|cdot)\b|\\[()\[\]]")
+
+
+def test_search_ranks_the_page_titled_by_the_word_first_and_its_snippets_read_as_prose(browser):
+    """Searching "softmax" lists chapter 3, "Softmax", first (Sphinx ranks a word in any section title as high as
+    in a page's title, and chapter 2 has "2.1 A preview of the softmax"); no snippet shows TeX source, the printed
+    contents list or the launch buttons (the search page's patch, attnsite/static/search.js, must run between
+    Sphinx's deferred search scripts)."""
+    driver, base_url = browser
+    driver.get(f"{base_url}search.html?q=softmax")
+    deadline, found = time.monotonic() + 60, driver.execute_script(SEARCH_RESULTS)
+    while not (found["done"] and all(r["snippet"] for r in found["results"])) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        found = driver.execute_script(SEARCH_RESULTS)
+    results = found["results"]
+    assert found["done"] and len(results) >= 5, f"the search did not finish with results: {found}"
+    assert results[0]["title"].startswith("3. Softmax"), [r["title"] for r in results]
+    raw = [(r["title"], r["snippet"][:200]) for r in results if TEX_SOURCE.search(r["snippet"])
+           or "Contents" in r["snippet"] or "Binder" in r["snippet"] or not r["snippet"].strip()]
+    assert raw == [], f"snippets with TeX source, a contents list or buttons (or none): {raw}"
+    assert bu.console_errors(driver) == []
+
+
 def test_vendored_libraries_are_served(site):
     missing = [p for _, p in assets.site_files() if not (site / p).is_file()]
     assert missing == [], f"expected the vendored npm files in {site}, missing {missing[:5]}: run `make book`"
