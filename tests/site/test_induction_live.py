@@ -82,11 +82,12 @@ def _glued(name: str) -> float:
 
 
 def test_the_exported_weights_are_the_chapters_trained_model(exported):
-    """The chapter's stored losses (cell 90445885) come out again from the served weights."""
+    """The chapter's losses (cell 90445885, glued unrounded; its prose prints them to 0.1) come out again from the
+    served weights, within 0.05: the build trains the model again, and CPUs differ in the last bits."""
     model = _model(exported)
     evaluation = repeated_tokens(256, 16, 32, generator=torch.Generator().manual_seed(2024))  # the chapter's
-    assert round(ablation_loss(model, evaluation, 16), 1) == _glued("loss_intact")  # glued to 0.1: CPUs differ
-    assert round(ablation_loss(model, evaluation, 16, [(0, 0)]), 1) == _glued("loss_prev_zero")
+    assert abs(ablation_loss(model, evaluation, 16) - _glued("loss_intact")) < 0.05
+    assert abs(ablation_loss(model, evaluation, 16, [(0, 0)]) - _glued("loss_prev_zero")) < 0.05
     served = sum(int(np.prod(w.shape)) for w in li.decode_weights(exported).values())
     assert served == sum(p.numel() for p in model.parameters()) and round(served, -3) == _glued("induction_weights")
 

@@ -8,13 +8,10 @@
 //  - figures: every figure image and inline SVG chart shown in the article: its smallest text as displayed, in
 //    CSS px (the figure's own smallest text, data-attnlib-text-px for a PNG or the font sizes of an SVG's text,
 //    times the scale the page shows it at), where it is (section, alt text) and whether it offers a larger view;
-//  - navigation: the visible sidebar toggles and search fields of the page's header.
+//  - navigation: the visible sidebar toggles and search fields of the page's header (on every page, the search
+//    page and the index included).
 (function () {
   'use strict';
-  var article = document.querySelector('.bd-article');
-  if (!article) { return {equations: [], figures: [], navigation: {}, unmeasured: []}; }
-  var columnRect = article.getBoundingClientRect();
-
   function shown(el) {
     var r = el.getBoundingClientRect();
     if (r.width === 0 || r.height === 0) { return false; }
@@ -24,6 +21,15 @@
     }
     return true;
   }
+  var toggles = {};
+  ['primary-toggle', 'secondary-toggle', 'search-button-field'].forEach(function (name) {
+    var all = Array.prototype.slice.call(document.querySelectorAll('.' + name));
+    toggles[name] = {count: all.length, shown: all.filter(shown).length};
+  });
+
+  var article = document.querySelector('.bd-article');
+  if (!article) { return {equations: [], figures: [], navigation: toggles, unmeasured: []}; }
+  var columnRect = article.getBoundingClientRect();
   function section(el) {
     var s = el.closest('section');
     var h = s && s.querySelector(':scope > h1, :scope > h2, :scope > h3');
@@ -100,11 +106,6 @@
                   explorer: !!figure.closest('.attnlib-explorer')});
   });
 
-  var toggles = {};
-  ['primary-toggle', 'secondary-toggle', 'search-button-field'].forEach(function (name) {
-    var all = Array.prototype.slice.call(document.querySelectorAll('.' + name));
-    toggles[name] = {count: all.length, shown: all.filter(shown).length};
-  });
   // figure PNGs that do not say their text size: they cannot be measured (executed before attnlib wrote it)
   var unmeasured = Array.prototype.filter.call(article.querySelectorAll('.cell_output img'), function (img) {
     return /\.png($|\?)|^data:image\/png/.test(img.getAttribute('src') || '') &&
