@@ -2,8 +2,9 @@
 
 One chapter page per test, loaded once: keyboard alone (Tab into a check, arrows to choose, Enter or the Check
 button, the verdict and the chosen answer's explanation written into the check's status region), a number
-typed, the print edition's answer key, and axe-core plus the visual check with every check answered and its
-answers open, light and dark, 1280 and 390 px. The build side is tested in test_quiz_directive.py, the fence
+typed, the print edition's answer key, and axe-core (on the checks: the rest of the page is test_accessibility's)
+plus the visual check (the whole page) with every check answered and its answers open, light and dark, 1280 and
+390 px. The build side is tested in test_quiz_directive.py, the fence
 itself in tests/course/test_quiz.py. Needs ``make book``."""
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def test_answered_checks_pass_axe_and_the_visual_check(width, browsers, site_url
     assert driver.execute_script(ANSWER_ALL) == count
     for mode in MODES:
         bu.set_mode(driver, mode)
-        violations = bu.wcag_violations(driver, parts=["article.bd-article"])
+        violations = bu.wcag_violations(driver, parts=["form.attnlib-quiz"])  # what answering changed
         assert violations == [], f"{PAGE} ({mode}, {width} px), checks answered:\n{bu.describe_violations(violations)}"
         problems = look_at(driver, PAGE, f"checks-answered-{mode}-{width}")
         assert problems == [], f"{PAGE} ({mode}, {width} px), checks answered: {describe_problems(problems)}"
