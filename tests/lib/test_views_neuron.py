@@ -340,36 +340,3 @@ def test_numpy_and_torch_give_the_same_page():
     b = params_of(neuron_view([np.asarray(t) for t in q], [np.asarray(t) for t in k], HOSTILE).data)
     a.pop("root_div_id"), b.pop("root_div_id")
     assert a == b
-
-
-@pytest.mark.browser
-def test_built_site_draws_chapter_6_neuron_view_offline(browser):
-    """On the built website (``make book``; ``ATTNLIB_SITE_HTML`` as in test_site.py) the view draws and expands."""
-    import os  # noqa: PLC0415
-    import time  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
-
-    site = Path(os.environ.get("ATTNLIB_SITE_HTML", bu.REPO / "_build" / "html"))
-    if not (site / "book" / "06_real_model.html").is_file():
-        pytest.fail(f"expected the built site in {site} (run `make book`)", pytrace=False)
-    with bu.serve(site) as base:
-        browser.get_log("browser"), browser.get_log("performance")
-        browser.get(base + "book/06_real_model.html")
-        script = ("const r = document.querySelector('[id^=attnlib-neuron-]');"
-                  "return r && r.querySelector('svg text') ? r.id : null")
-        for _ in range(200):
-            root = browser.execute_script(script)
-            if root:
-                break
-            time.sleep(0.1)
-        assert root, "expected chapter 6's neuron view to draw its SVG"
-        browser.execute_script(f"document.querySelector('#{root} .attnlib-expand').click()")
-        tokens = browser.execute_script(
-            f"return Array.from(document.querySelectorAll('#{root} #expanded #leftText > g'))"
-            ".map(g => g.querySelector('text').textContent)")
-        hover(browser, root, "#expanded", tokens.index("he"))
-        shown = browser.execute_script(DISPLAYED, root)
-        assert len(shown) == len(tokens) and all(v is not None for v in shown)
-        requests = bu.network_requests(bu.wait_network_idle(browser))
-        assert [r.url for r in requests if not bu.is_loopback(r.url)] == []
-        assert bu.console_errors(browser) == []

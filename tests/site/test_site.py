@@ -3,7 +3,8 @@
 Reads the already built ``_build/html`` (``make book`` writes it), serves it on 127.0.0.1 and opens
 every page listed by ``_toc.yml`` in headless Chromium. For each page: no console error, no request
 to any host but loopback (every request is read from the DevTools performance log), the widgets'
-saved state renders as ipywidgets DOM, the math is typeset by the vendored MathJax, and every
+saved state renders as ipywidgets DOM (that each control switches the state shown, with no kernel, is
+test_accessibility.py's explorers test), the math is typeset by the vendored MathJax, and every
 BertViz view draws its SVG. (The screenshots of every page and state are
 taken by test_accessibility.py, which loads each page with classic scrollbars, light and dark, at two widths.)
 
@@ -280,50 +281,6 @@ def test_widgets_render(page_visit):
     assert probe["widgetClasses"], f"{page_visit.page}: no .widget-* element rendered: {probe}"
 
 
-VISIBLE_VIEWS = """
-return Array.from(document.querySelectorAll('.widget-subarea .widget-html-content'))
-  .filter(e => e.offsetParent !== null).map(e => e.innerHTML);
-"""
-DROPDOWN_NEXT = """
-const select = document.querySelector('.widget-subarea .widget-dropdown select');
-if (!select || select.options.length < 2) { return false; }
-select.selectedIndex = (select.selectedIndex + 1) % select.options.length;
-select.dispatchEvent(new Event('change', {bubbles: true}));
-return true;
-"""
-
-
-def _move_first_control(driver) -> str:
-    """Change the first dropdown (or, without one, press → on the first slider); returns what it moved."""
-    from selenium.webdriver.common.by import By  # noqa: PLC0415
-    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
-
-    if driver.execute_script(DROPDOWN_NEXT):
-        return "dropdown"
-    handles = driver.find_elements(By.CSS_SELECTOR, ".widget-subarea .widget-slider .noUi-handle")
-    if not handles:
-        return ""
-    handles[0].send_keys(Keys.ARROW_RIGHT)
-    return "slider"
-
-
-@pages_with("widgets")
-def test_widgets_respond_without_a_kernel(page_visit, browser):
-    """Moving a control shows another precomputed view: the links run in the page's JavaScript."""
-    driver, base_url = browser
-    driver.get(f"{base_url}{page_visit.page}.html")
-    _wait_ready(driver)
-    before = driver.execute_script(VISIBLE_VIEWS)
-    moved = _move_first_control(driver)
-    assert moved, f"{page_visit.page}: no dropdown or slider to move"
-    deadline, after = time.monotonic() + 10, before
-    while after == before and time.monotonic() < deadline:
-        time.sleep(0.2)
-        after = driver.execute_script(VISIBLE_VIEWS)
-    assert after != before, f"{page_visit.page}: moving the {moved} changed no visible view"
-    assert bu.console_errors(driver) == []
-
-
 @pages_with("math")
 def test_math_is_typeset_by_local_mathjax(page_visit):
     probe = page_visit.probe
@@ -353,6 +310,33 @@ def test_bertviz_views_draw_attention(page_visit):
         assert view["svgs"] > 0 and view["visibleLines"] > 0, f"{kind} drew no attention lines: {view}"
         if kind == "model view":
             _check_model_view(view)
+
+
+NEURON_ROOT = ("const r = document.querySelector('[id^=attnlib-neuron-]');"
+               "return r && r.querySelector('svg text') ? r.id : null")
+
+
+def test_chapter_6_neuron_view_draws_expands_and_scores_he(browser):
+    """Chapter 6's neuron view on the built page: it draws, expands, and shows a score per key for the query
+    'he', offline (attnlib.views.neuron's own tests read the view outside the site, tests/lib)."""
+    from tests.lib.test_views_neuron import DISPLAYED, hover  # noqa: PLC0415 - the view's own probes
+
+    driver, base_url = browser
+    driver.get_log("browser"), driver.get_log("performance")
+    driver.get(f"{base_url}book/06_real_model.html")
+    deadline, root = time.monotonic() + 20, None
+    while root is None and time.monotonic() < deadline:
+        root = driver.execute_script(NEURON_ROOT) or time.sleep(0.1)
+    assert root, "expected chapter 6's neuron view to draw its SVG"
+    driver.execute_script(f"document.querySelector('#{root} .attnlib-expand').click()")
+    tokens = driver.execute_script(f"return Array.from(document.querySelectorAll('#{root} #expanded #leftText > g'))"
+                                   ".map(g => g.querySelector('text').textContent)")
+    hover(driver, root, "#expanded", tokens.index("he"))
+    shown = driver.execute_script(DISPLAYED, root)
+    assert len(shown) == len(tokens) and all(v is not None for v in shown), shown
+    requests = bu.network_requests(bu.wait_network_idle(driver))
+    assert [r.url for r in requests if not bu.is_loopback(r.url)] == []
+    assert bu.console_errors(driver) == []
 
 
 @by_page
