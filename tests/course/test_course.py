@@ -152,9 +152,13 @@ def withheld_lines(nb) -> set[str]:
     """Non-trivial lines of ``nb`` that occur only in what nbgrader withholds, in every chapter.
 
     A line the site publishes anyway on a page that is no assignment (the background page's self-check answers
-    open with the same ``:class: dropdown`` as a solution) gives nothing away, so it counts as public too."""
+    open with the same ``:class: dropdown`` as a solution) gives nothing away, so it counts as public too; so does
+    a line of attnlib's source, which students install and the pages print (``inspect.getsource``: chapter 10's
+    answers open with ``def mask_mod(b, h, q_idx, kv_idx):`` as attnlib.flex's variants do)."""
     published = sorted(p for p in BOOK.glob("*.ipynb") if p not in CHAPTERS)
     public = set().union(*(split_lines(read(path))[1] for path in [*CHAPTERS, *published]))
+    public |= {line.strip() for path in (ROOT / "attnlib").rglob("*.py")
+               for line in path.read_text(encoding="utf-8").splitlines()}
     return {line for line in split_lines(nb)[0] - public if len(line) >= 10}
 
 
