@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -121,15 +122,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"The book built in {build.wall:.0f} s; {second.name}: running", flush=True)
         stages.append(second)
         waiting[second.name] = second.start()
-    else:
-        tail = build.log.read_text(encoding="utf-8", errors="replace").splitlines()[-60:]
-        print("\n".join(["The book build failed; the last lines of its log:", *tail]), file=sys.stderr)
     for stage in stages[2:]:  # each stage's output once it has finished, so the two never interleave
         waiting[stage.name].join()
         print(f"\n===== {stage.name}: finished in {stage.wall:.0f} s =====", flush=True)
         print(stage.log.read_text(encoding="utf-8", errors="replace"), end="", flush=True)
+    if not build.ok:  # last, so that a log's tail (CI's) shows why
+        print(build_problems(build.log), flush=True)
     print(summary(time.monotonic() - began, stages, args.workers), flush=True)
     return 0 if all(s.ok for s in stages) else 1
+
+
+def build_problems(log: Path) -> str:
+    """What made the build fail: Sphinx's warnings and errors (``--keep-going`` reports them at the end only by
+    their count) and a failing cell's traceback, then the log's last lines."""
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    problems = [line for line in lines if re.search(r"WARNING:|ERROR:|CRITICAL:|Error|Traceback", line)
+                and "Kernel is running over TCP" not in line]
+    return "\n".join(["The book build failed. Its warnings and errors:", *problems[-40:], "Its last lines:",
+                      *lines[-25:], f"(the whole log: {log.relative_to(REPO)})"])
 
 
 def check(workers: int, extra: list[str]) -> int:
