@@ -74,8 +74,9 @@ lint: $(STAMP)
 # Everything: lint, the book build (it executes every chapter; the browser tests read it), every tier of tests/
 # (tools/testsettings.py), every chapter once more under nbval on another CPU path and in float32 with the recorded
 # answers graded, the site in a browser and the course; each stage's time at the end. tools/testrun.py runs the
-# build beside the tests that do not need the site, then the browser and course tests, with pytest-xdist on every
-# core (TEST_WORKERS=N to choose); ARGS="-k ..." go to pytest.
+# build beside the tests that do not need what it makes, then, beside them, those marked `built` (the site's, and the
+# course's that read the site or the build's execution cache), with pytest-xdist on every core (TEST_WORKERS=N to
+# choose); ARGS="-k ..." go to pytest.
 test: $(STAMP) | test-packages
 	$(PY) tools/testrun.py $(ARGS)
 

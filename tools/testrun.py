@@ -3,13 +3,15 @@
 
 1. ``ruff check .``
 2. At once: the book build (``jupyter-book build -W``, which executes every chapter through its cache) and pytest
-   over attnlib's and the repository's tests and the chapters (``tests/lib tests/repo tests/book book``): nbval runs
-   every chapter once more, its kernels on torch's plain CPU path in float32 (tools/testsettings.py's ``BOOK_RUN``),
-   and grades the recorded exercise answers in the same kernels (the root conftest.py).
-3. As soon as the site is built, beside step 2: the browser and course tests (``tests/site tests/course``). On
-   their own they leave a core idle about half the time (each worker waits on its browser, server or kernel),
-   so side by side the two runs keep every core busy. Each run's output goes to a log in ``_build/test-times/``
-   and is printed once it has finished.
+   over every test that does not read what the build makes (``tests/lib tests/repo tests/book book tests/course``
+   but the ``built`` marker): nbval runs every chapter once more, its kernels on torch's plain CPU path in float32
+   (tools/testsettings.py's ``BOOK_RUN``), and grades the recorded exercise answers in the same kernels (the root
+   conftest.py); the released chapters run in the students' environment, JupyterLab, the sandbox.
+3. As soon as the site is built, beside step 2: the tests marked ``built`` (``tests/site``, which marks all its
+   own, and the course tests that read the site or take the chapters' numbers from the build's execution cache).
+   The build and the browser tests each leave a core idle much of the time (a kernel computes while Sphinx waits;
+   a worker waits on its browser), so the runs side by side keep every core busy. Each run's output goes to a
+   log in ``_build/test-times/`` and is printed once it has finished.
 
 Each stage's wall time and CPU time (user + sys of its processes and the children they waited for) are printed
 at the end. Usage: ``python tools/testrun.py [--workers N] [--check] [pytest arguments...]`` (extra arguments go
@@ -34,6 +36,7 @@ import testsettings as settings  # tools/testsettings.py, beside this script
 REPO = settings.REPO
 BIN = Path(sys.executable).parent
 LOGS = REPO / "_build" / "test-times"
+BUILT = "built"  # the marker of the tests that read what the build made (the site, its execution cache)
 
 
 @dataclass
@@ -76,7 +79,7 @@ class Stage:
 def pytest_stage(name: str, workers: int, paths: list[str], extra: list[str]) -> Stage:
     command = [str(BIN / "pytest"), *paths, "-n", str(workers), "--dist", "loadscope", "--no-loadscope-reorder",
                *extra]
-    return Stage(name, command, log=LOGS / f"{name.replace(' + ', '-')}.log", env=settings.ONE_THREAD)
+    return Stage(name, command, log=LOGS / f"{name.replace(' ', '-')}.log", env=settings.ONE_THREAD)
 
 
 def kernel_env(env: dict) -> list[str]:
@@ -111,10 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     build = Stage("build", [str(BIN / "jupyter-book"), "build", ".", "--warningiserror", "--keep-going"],
                   log=LOGS / "build.log")
     tiers = settings.TIERS
-    first = pytest_stage("unit + book", args.workers, [tiers["lib"], tiers["repo"], tiers["book"],
-                                                       settings.CHAPTERS, *settings.NBVAL,
-                                                       *kernel_env(settings.BOOK_RUN)], extra)
-    second = pytest_stage("site + course", args.workers, [tiers["site"], tiers["course"]], extra)
+    first = pytest_stage("tests beside the build", args.workers, [
+        tiers["lib"], tiers["repo"], tiers["book"], settings.CHAPTERS, tiers["course"], "-m", f"not {BUILT}",
+        *settings.NBVAL, *kernel_env(settings.BOOK_RUN)], extra)
+    second = pytest_stage("tests after the build", args.workers, [tiers["site"], tiers["course"], "-m", BUILT], extra)
     stages, waiting = [lint, build, first], {first.name: first.start(), build.name: build.start()}
     print(f"{first.name}: running beside the book build (logs: {LOGS.relative_to(REPO)})", flush=True)
     waiting[build.name].join()

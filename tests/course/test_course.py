@@ -17,7 +17,7 @@ What each group executes (the rest reads files):
   spaces in their names): 9 + 6 tiny notebook executions, the term's on the default workers, the bad batch's one
   at a time. Workers and Dask: 3 x 3 tiny executions. The LMS zip import, the lock and the reports' pieces
   execute nothing.
-* the student edition of the built site (``browser`` marker: it reads ``make book``'s output).
+* the student edition of the built site (it reads ``make book``'s output).
 
 The instructors' JupyterHub recipe is run, and chapter 6 in the environment it makes, by test_jupyterlab.py.
 """
@@ -75,6 +75,9 @@ CHAPTERS = chapters(BOOK)
 STEMS = [p.stem for p in CHAPTERS]
 REPOSITORY_URL = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
 REPO = REPOSITORY_URL.removeprefix("https://github.com/")  # owner/name, as the launch buttons use it
+# what make book builds: the releases take the chapters' numbers from its execution cache (attncourse.release), and
+# the student edition's tests read the built site; make test runs this file once the build is done
+pytestmark = pytest.mark.built
 BOOK_ONLY_MARKUP = ("{eq}`", "{cite", "{bibliography}", "```{", ":::{", "{numref}`", "{ref}`", "{doc}`", "{glue")
 
 
@@ -789,7 +792,6 @@ def chapter_page(stem: str) -> str:
     return page.read_text()
 
 
-@pytest.mark.browser  # reads the built site, like the browser tests (`make test` runs it once the book is built)
 @pytest.mark.parametrize("stem", STEMS)
 def test_student_edition_page_and_downloads_hold_no_solution(stem):
     secret = withheld_lines(read(BOOK / f"{stem}.ipynb"))
@@ -805,7 +807,6 @@ def test_student_edition_page_and_downloads_hold_no_solution(stem):
     assert (HTML / "_sources" / "book" / f"{stem}.ipynb").read_bytes() == (RELEASE_DIR / f"{stem}.ipynb").read_bytes()
 
 
-@pytest.mark.browser  # reads the built site
 @pytest.mark.parametrize("stem", STEMS)
 def test_launch_buttons_open_the_student_release(stem):
     page = chapter_page(stem)

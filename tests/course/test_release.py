@@ -148,6 +148,7 @@ def test_the_student_cannot_write_the_environment_but_can_write_their_folder(stu
     assert probe.stdout.split() == ["environment", "read-only", "work", "writable"], probe.stdout
 
 
+@pytest.mark.slow  # every chapter, in the students' venv (made first when requirements.txt changed)
 def test_every_released_chapter_runs_as_a_student(student_runs, capsys):
     results = student_runs["results"]
     with capsys.disabled():
@@ -248,6 +249,7 @@ def built_site() -> Path:
     return SITE
 
 
+@pytest.mark.built  # reads the built site
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_release_shows_every_number_the_website_shows(built_site, chapter):
     on_site, in_release = site_glue_texts(chapter.stem), release_glue_texts(chapter.stem)
@@ -277,6 +279,7 @@ def test_no_myst_left_in_the_release(chapter):
     assert broken == [], f"{chapter.stem}: links only the book build resolves: {broken}"
 
 
+@pytest.mark.built  # reads the built site
 def test_cross_references_lead_to_the_sections_of_the_website(built_site):
     base = site.site_url()
     links = [m[1] for p in sorted(RELEASE.glob("*.ipynb")) for c in _markdown(read(p))
@@ -303,6 +306,7 @@ def test_every_copy_of_the_repository_url_is_config_s():
     assert wrong == {}, f"expected {url} (_config.yml), run `make student`: {wrong}"
 
 
+@pytest.mark.built  # reads the built site
 def test_launch_buttons_open_the_configured_repository(built_site):
     owner_name = site.GITHUB.match(site.repository_url())
     page = (built_site / "book" / f"{CHAPTERS[0].stem}.html").read_text(encoding="utf-8")

@@ -8,9 +8,24 @@ finishes (under a lock, replaced in one step), so the last worker to finish list
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+import pytest
 
 
 def pytest_sessionfinish(session):
     accessibility = sys.modules.get("tests.site.test_accessibility")  # imported only where its tests were collected
     if accessibility is not None and accessibility.SHOTS_TAKEN:
         accessibility.write_contact_sheet()
+
+
+SITE_TIER = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items):
+    """Every test of this tier is marked ``built``: it reads the built site, so ``make test`` runs it once the build is
+    done (tools/testrun.py), with the course tests that read what the build made."""
+    for item in items:
+        if item.path.is_relative_to(SITE_TIER):
+            item.add_marker(pytest.mark.built)
