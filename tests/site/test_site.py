@@ -437,6 +437,20 @@ def test_no_built_page_carries_d3_or_jquery_inline(site):
         assert chapter.count(f'<script src="../{assets.site_url(name)}"></script>') == 1, name
 
 
+GLUED = re.compile(r'<span class="pasted-(?:text|inline)">(.*?)</span>', re.S)
+FLOAT_NOISE = re.compile(r"\d\.\d{7,}")  # more decimals than any claim in the prose shows (the most: .5f)
+
+
+def test_numbers_glued_into_the_prose_show_the_precision_of_their_role(site):
+    """A computed number in the prose is shown at the precision its role states (``{glue:text}`name:.1f```); a role
+    without one prints the float whole, noise digits and all (the accessibility page read 'closer than
+    27.696924367486012')."""
+    noisy = {page: found for page in PAGES
+             if (found := [g for g in GLUED.findall((site / f"{page}.html").read_text(encoding="utf-8"))
+                           if FLOAT_NOISE.search(g)])}
+    assert noisy == {}, f"glued numbers shown with all their digits (give the role a format, e.g. :.2f): {noisy}"
+
+
 # --- the student edition's exercises ---------------------------------------------------------------------------
 
 CELL_START = re.compile(r'<div class="cell(?: |")')
