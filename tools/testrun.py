@@ -22,11 +22,11 @@ to every pytest run). ``--check`` runs ``ruff check .``, then one pytest run ove
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,30 +50,62 @@ class Stage:
     returncode: int | None = None
     wall: float = 0.0
     cpu: float = 0.0
+    pid: int = 0
+    began: float = 0.0
 
-    def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self._run, daemon=True)
-        thread.start()
-        return thread
-
-    def _run(self) -> None:
+    def start(self) -> Stage:
         out = self.log.open("w") if self.log else None
-        began = time.monotonic()
+        self.began = time.monotonic()
         process = subprocess.Popen(self.command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT if out else None,
                                    env={**os.environ, **self.env})
-        _, status, usage = os.wait4(process.pid, 0)  # the usage of the child and its waited-for descendants
-        self.wall, self.cpu = time.monotonic() - began, usage.ru_utime + usage.ru_stime
-        self.returncode = process.returncode = os.waitstatus_to_exitcode(status)
+        process.returncode = 0  # reaped by os.wait4 here, never by Popen
+        self.pid = process.pid
         if out:
-            out.close()
+            out.close()  # the child has its own copy
+        return self
+
+    def finished(self, status: int, usage) -> None:
+        """Record the exit ``os.wait4`` reaped: the usage of the child and its waited-for descendants."""
+        self.wall, self.cpu = time.monotonic() - self.began, usage.ru_utime + usage.ru_stime
+        self.returncode = os.waitstatus_to_exitcode(status)
 
     def run(self) -> Stage:
-        self.start().join()
+        _, status, usage = os.wait4(self.start().pid, 0)
+        self.finished(status, usage)
         return self
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+
+def adopt_orphans() -> None:
+    """Become the subreaper of what this run starts (Linux's prctl PR_SET_CHILD_SUBREAPER): a process whose parent
+    exits without reaping it, as chromedriver leaves its browser, is handed here, so os.wait4 counts its CPU time
+    (without this, most of the browser tests' CPU time went uncounted)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+
+
+@dataclass
+class Reaper:
+    """The running stages, reaped in one loop with every orphan handed to this process (``orphans``: CPU-s)."""
+
+    running: dict[int, Stage] = field(default_factory=dict)
+    orphans: float = 0.0
+
+    def start(self, stage: Stage) -> None:
+        self.running[stage.start().pid] = stage
+
+    def next_finished(self) -> Stage:
+        """Wait until a stage exits; count the CPU time of the orphans that exit meanwhile."""
+        while True:
+            pid, status, usage = os.wait4(-1, 0)
+            if pid in self.running:
+                stage = self.running.pop(pid)
+                stage.finished(status, usage)
+                return stage
+            self.orphans += usage.ru_utime + usage.ru_stime
 
 
 def pytest_stage(name: str, workers: int, paths: list[str], extra: list[str]) -> Stage:
@@ -87,13 +119,14 @@ def kernel_env(env: dict) -> list[str]:
     return [f"--kernel-env={name}={value}" for name, value in env.items()]
 
 
-def summary(total: float, stages: list[Stage], workers: int) -> str:
+def summary(total: float, stages: list[Stage], orphans: float, workers: int) -> str:
     rows = [f"make test: {total:.0f} s wall in all ({workers} pytest workers per run; CPU = user + sys of each "
             "stage's processes and the children they waited for)"]
     for stage in stages:
         state = "" if stage.ok else f"  FAILED (exit {stage.returncode})"
         rows.append(f"  {stage.name:26s} {stage.wall:7.1f} s wall {stage.cpu:8.1f} s CPU{state}")
-    rows.append(f"  {'all stages':26s} {'':16s}{sum(s.cpu for s in stages):8.1f} s CPU")
+    rows.append(f"  {'orphans (browsers)':26s} {'':16s}{orphans:8.1f} s CPU")
+    rows.append(f"  {'all':26s} {'':16s}{sum(s.cpu for s in stages) + orphans:8.1f} s CPU")
     return "\n".join(rows)
 
 
@@ -118,20 +151,23 @@ def main(argv: list[str] | None = None) -> int:
         tiers["lib"], tiers["repo"], tiers["book"], settings.CHAPTERS, tiers["course"], "-m", f"not {BUILT}",
         *settings.NBVAL, *kernel_env(settings.BOOK_RUN)], extra)
     second = pytest_stage("tests after the build", args.workers, [tiers["site"], tiers["course"], "-m", BUILT], extra)
-    stages, waiting = [lint, build, first], {first.name: first.start(), build.name: build.start()}
+    stages, reaper = [lint, build, first], Reaper()
+    adopt_orphans()
+    reaper.start(build)
+    reaper.start(first)
     print(f"{first.name}: running beside the book build (logs: {LOGS.relative_to(REPO)})", flush=True)
-    waiting[build.name].join()
-    if build.ok:
-        print(f"The book built in {build.wall:.0f} s; {second.name}: running", flush=True)
-        stages.append(second)
-        waiting[second.name] = second.start()
-    for stage in stages[2:]:  # each stage's output once it has finished, so the two never interleave
-        waiting[stage.name].join()
-        print(f"\n===== {stage.name}: finished in {stage.wall:.0f} s =====", flush=True)
-        print(stage.log.read_text(encoding="utf-8", errors="replace"), end="", flush=True)
+    while reaper.running:  # each stage's output once it has finished, so the two never interleave
+        stage = reaper.next_finished()
+        if stage is build and build.ok:
+            print(f"The book built in {build.wall:.0f} s; {second.name}: running", flush=True)
+            stages.append(second)
+            reaper.start(second)
+        elif stage is not build:
+            print(f"\n===== {stage.name}: finished in {stage.wall:.0f} s =====", flush=True)
+            print(stage.log.read_text(encoding="utf-8", errors="replace"), end="", flush=True)
     if not build.ok:  # last, so that a log's tail (CI's) shows why
         print(build_problems(build.log), flush=True)
-    print(summary(time.monotonic() - began, stages, args.workers), flush=True)
+    print(summary(time.monotonic() - began, stages, reaper.orphans, args.workers), flush=True)
     return 0 if all(s.ok for s in stages) else 1
 
 
