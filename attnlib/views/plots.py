@@ -109,7 +109,7 @@ GRID_COLUMNS = 3  # panels per row of a head grid: at 3.2 in each its text keeps
 def head_grid(weights, tokens, ncols: int = GRID_COLUMNS, titles=None, query_tokens=None, annotate: bool = False,
               vmax=None, label: str = "weight") -> Figure:
     """One heatmap per head of weights (H, Lq, Lk), ``ncols`` per row, one shared colour bar (``label``)
-    in a column of its own; returns the Figure.
+    beside them; returns the Figure.
 
     The default of three per row keeps the figure about ``COLUMN_PX`` wide: four (13.4 in) were scaled to 71 % in
     the site's column, its 10 pt tick labels to 7 px; a grid needs a few panels per row to stay readable."""
@@ -119,9 +119,9 @@ def head_grid(weights, tokens, ncols: int = GRID_COLUMNS, titles=None, query_tok
     h = w.shape[0]
     ncols = min(ncols, h)
     nrows = -(-h // ncols)
-    fig = plt.figure(figsize=(3.2 * ncols + 0.6, 3.0 * nrows))
-    grid = fig.add_gridspec(nrows, ncols + 1, width_ratios=[1] * ncols + [0.05])  # last column: the colour bar
-    axes = [fig.add_subplot(grid[i // ncols, i % ncols]) for i in range(nrows * ncols)]
+    fig, grid = plt.subplots(nrows, ncols, figsize=(3.2 * ncols + 0.6, 3.0 * nrows), layout="constrained",
+                             squeeze=False)
+    axes = list(grid.flat)
     top = float(np.nanmax(w)) if vmax is None else vmax
     for i, ax in enumerate(axes):
         if i >= h:
@@ -130,8 +130,7 @@ def head_grid(weights, tokens, ncols: int = GRID_COLUMNS, titles=None, query_tok
         heatmap(w[i], query_tokens if query_tokens is not None else tokens, tokens, ax=ax,
                 title=titles[i] if titles is not None else f"head {i}", annotate=annotate, vmin=0, vmax=top,
                 cmap="viridis", colorbar=False)
-    fig.colorbar(axes[0].images[0], cax=fig.add_subplot(grid[:, -1]), label=label)
-    fig.tight_layout()
+    fig.colorbar(axes[0].images[0], ax=grid, shrink=0.9, label=label)  # beside the panels, not a column away
     return fig
 
 
