@@ -343,13 +343,15 @@ def _measured(page: str) -> dict[tuple, dict]:
 
 
 def equation_problems(equations: list[dict], width: int) -> list[str]:
-    """What is wrong with a page's display formulas at one width: a number over its formula; a formula cut with no
-    visible way to scroll it; on a laptop, any formula wider than the column."""
+    """What is wrong with a page's display formulas at one width: a number over its formula or left of it; a formula
+    cut with no visible way to scroll it; on a laptop, any formula wider than the column."""
     problems = []
     for eq in equations:
         name = f"eq. {eq['number'] or '(unnumbered)'} {eq['id'] or ''} in \"{eq['section']}\"".replace("  ", " ")
         if eq["overlap"] > 1:
             problems.append(f"{name}: its number covers {eq['overlap']} px of the formula")
+        if eq["numberLeft"]:
+            problems.append(f"{name}: its number stands left of the formula (pydata-sphinx-theme's row-reverse)")
         if eq["hidden"] > 2 and not (eq["scrolls"] and eq["cue"]):
             how = "no scrolling" if not eq["scrolls"] else "no visible cue that it scrolls"
             problems.append(f"{name}: {eq['hidden']} px cut off, with {how}")

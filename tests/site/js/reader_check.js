@@ -60,16 +60,17 @@
     var formula = math.getBoundingClientRect();
     var clip = clipOf(math);
     var visibleRight = Math.min(formula.right, clip.right, columnRect.right + 1);
-    var overlap = 0;
+    var overlap = 0, numberLeft = false;
     if (number && shown(number)) {
       var n = number.getBoundingClientRect();
+      numberLeft = n.right <= formula.left + 1;  // the number belongs at the formula's right (or under its end)
       var vertical = Math.min(n.bottom, formula.bottom) - Math.max(n.top, formula.top);
       if (vertical > 2) { overlap = Math.max(0, Math.min(n.right, visibleRight) - Math.max(n.left, formula.left)); }
     }
     return {
       id: div.id || '', number: number ? number.textContent.trim() : '', section: section(div),
       width: Math.round(formula.width), hidden: Math.round(Math.max(0, formula.right - visibleRight)),
-      scrolls: clip.scrolls, cue: clip.scrolls && cued(clip.box), overlap: Math.round(overlap),
+      scrolls: clip.scrolls, cue: clip.scrolls && cued(clip.box), overlap: Math.round(overlap), numberLeft: numberLeft,
     };
   }).filter(Boolean);
 
