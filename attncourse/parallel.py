@@ -125,9 +125,13 @@ def graded_here(tasks: Iterable[Task]) -> Iterator[tuple[Task, dict]]:
 
 def graded_on_pool(tasks: Iterable[Task], jobs: int) -> Iterator[tuple[Task, dict]]:
     """On ``jobs`` worker processes of this machine, each result as it comes."""
+    import multiprocessing  # noqa: PLC0415
     from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: PLC0415
 
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    # workers forked from a clean server process: a child forked from this one inherits the ZeroMQ threads of any
+    # kernel client it ran (make grade-bench grades with one worker first), and its kernel replies never arrived
+    forkserver = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=forkserver) as pool:
         futures = {pool.submit(grade_in_sandbox, *task): task for task in tasks}
         for future in as_completed(futures):
             yield futures[future], future.result()
