@@ -41,6 +41,14 @@ def logsumexp(x):
     library = importlib.import_module("to" + "rch")
     return getattr(library, "log" + "sum" + "exp")(library.from_numpy(x), dim=-1).numpy()
 ''',
+            # the one library function the rule names that is no log-sum-exp by name: x_j - log_softmax(x)_j
+            "torch's log_softmax": '''def logsumexp(x):
+    """x_j - log_softmax(x)_j is the log-sum-exp at every j: read at each row's largest score."""
+    t = torch.from_numpy(np.asarray(x, dtype=float))
+    top = t.argmax(dim=-1, keepdim=True)
+    lse = (t.gather(-1, top) - torch.log_softmax(t, dim=-1).gather(-1, top)).squeeze(-1).numpy()
+    return np.where(np.isneginf(np.max(x, axis=-1)), -np.inf, lse)
+''',
         },
         "alternative": {
             "nan_to_num for the shift": '''def logsumexp(x):
