@@ -14,8 +14,9 @@
    log in ``_build/test-times/`` and is printed once it has finished.
 
 Each stage's wall time and CPU time (user + sys of its processes and the children they waited for) are printed
-at the end. Usage: ``python tools/testrun.py [--workers N] [--check] [pytest arguments...]`` (extra arguments go
-to every pytest run). ``--check`` runs ``ruff check .``, then one pytest run over the fast tests of
+at the end, with the CPU time of the processes their parents left behind (the browsers: ``adopt_orphans``).
+Usage: ``python tools/testrun.py [--workers N] [--check] [pytest arguments...]`` (extra arguments go to every
+pytest run). ``--check`` runs ``ruff check .``, then one pytest run over the fast tests of
 ``tests/lib`` and ``tests/repo`` and the chapters changed since ``main``; ``make test`` runs the rest.
 """
 
