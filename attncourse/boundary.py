@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import pickle
 import sys
+import time
 from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,13 +35,32 @@ RESULT_BYTES = 64 * 2**20  # a larger answer is refused (the sandbox's file size
 HELPER = Path(__file__).with_name("kernel_helper.py")
 
 
+# After a cell's time limit the kernel is interrupted (again each time limit), and it has this long to answer;
+# then the grader stops waiting. nbclient alone waits for the reply forever, and a reply can be lost: a student can
+# patch the kernel's replies away, and ipykernel once dropped the reply of an endless loop interrupted on a busy
+# machine (make test hung on the hostile class).
+INTERRUPT_GRACE_S = 20.0
+NO_REPLY = {"status": "error", "ename": "TimeoutError", "evalue": "the kernel did not answer", "traceback": []}
+
+
 class _Client(NotebookClient):
-    """nbclient, noting when a cell ran past its time limit (whatever outputs the interrupt left)."""
+    """nbclient, noting when a cell ran past its time limit (whatever outputs the interrupt left), and giving up on
+    a reply that does not come within ``INTERRUPT_GRACE_S`` of the interrupt (``lost_reply``)."""
 
     timed_out = False
+    lost_reply = False
+    interrupted_at: float | None = None
+
+    def begin_cell(self) -> None:
+        self.timed_out, self.lost_reply, self.interrupted_at = False, False, None
 
     async def _async_handle_timeout(self, timeout, cell=None):
         self.timed_out = True
+        if self.interrupted_at is None:
+            self.interrupted_at = time.monotonic()
+        elif time.monotonic() - self.interrupted_at >= INTERRUPT_GRACE_S:
+            self.lost_reply = True
+            return {"content": dict(NO_REPLY)}  # nbclient takes it for the reply (its error_on_timeout path)
         return await super()._async_handle_timeout(timeout, cell)
 
 
@@ -100,21 +120,36 @@ class StudentKernel:
     def _execute(self, cell, index: int | None, where: str) -> None:
         """Execute one cell of the notebook (``index``) or, with ``index`` None, a cell of the grader's own,
         appended for its run and taken out again (nbclient writes a cell's outputs into the notebook)."""
-        self.client.timed_out = False
+        if not self._ran(cell, index):
+            self.dead = True
+            self.stops.append(Stop(where, "the kernel died (a limit: CPU seconds, memory or processes)"))
+            return
+        if self.client.timed_out:
+            self.stops.append(Stop(where, f"stopped after {self.timeout(cell):g} s"))
+        if self.client.lost_reply and not self._answers():
+            self.dead = True  # the rest of its cells and calls are not run
+            why = f"the kernel stopped answering ({INTERRUPT_GRACE_S:g} s after its interrupt)"
+            self.stops.append(Stop(where, why))
+
+    def _answers(self) -> bool:
+        """After a reply that never came: whether the kernel answers a cell of the grader's own (an idle kernel
+        whose reply was lost does; one that still runs the student's code, or drops its replies, does not)."""
+        return self._ran(nbformat.v4.new_code_cell("pass"), None) and not self.client.lost_reply
+
+    def _ran(self, cell, index: int | None) -> bool:
+        """Execute ``cell`` (see ``_execute``); False when the kernel died."""
+        self.client.begin_cell()
         cells = self.client.nb.cells
         if index is None:
             cells.append(cell)
         try:
             self.client.execute_cell(cell, len(cells) - 1 if index is None else index)
         except DeadKernelError:
-            self.dead = True
-            self.stops.append(Stop(where, "the kernel died (a limit: CPU seconds, memory or processes)"))
-            return
+            return False
         finally:
             if index is None:
                 cells.pop()
-        if self.client.timed_out:
-            self.stops.append(Stop(where, f"stopped after {self.timeout(cell):g} s"))
+        return True
 
     def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False):
         """``name(*args, **kwargs)`` in the student's kernel: (value, warnings, peak traced bytes)."""

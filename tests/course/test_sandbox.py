@@ -10,6 +10,7 @@
   test_course.py).
 * A refusal names the path the sandbox could not see.
 * The kernel's helper (attncourse/kernel_helper.py) against ``boundary.decode``, in this process.
+* A kernel that drops its replies is given up on, not waited for (one kernel, a few CPU-s).
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 import torch
 
-from attncourse import kernel_helper, sandbox
+from attncourse import boundary, kernel_helper, sandbox
 from attncourse.boundary import decode, read_reply
 from attncourse.sandbox import Interpreter
 from tests.course.placements import PLACES, ROOT, parent_in, placed_folder
@@ -216,3 +219,35 @@ def test_a_call_through_the_helper_comes_back_as_data(tmp_path, monkeypatch):
     CALL("missing", str(request), str(reply))
     with pytest.raises(NameError, match="'missing' is not defined"):
         read_reply(reply, "missing")
+
+
+# --- a kernel that does not answer --------------------------------------------------------------------------
+
+DROP_REPLIES = """import IPython
+_session = IPython.get_ipython().kernel.session
+_send = _session.send
+_session.send = lambda stream, kind, *a, **k: None if kind == "execute_reply" else _send(stream, kind, *a, **k)
+"""
+
+
+@pytest.mark.slow
+def test_a_kernel_that_stops_answering_is_given_up_on(tmp_path, monkeypatch):
+    """A student's cell that patches the kernel's execute replies away (nbclient would wait for them forever, as it
+    did for one lost reply of an endless loop): the cell is stopped at its limit and, once its interrupt went
+    unanswered for the grace period and a cell of the grader's gets no answer either, the kernel counts as dead: the
+    later cells do not run and a call says why, instead of the grading hanging."""
+    monkeypatch.setattr(boundary, "INTERRUPT_GRACE_S", 2.0)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(DROP_REPLIES),
+                                         nbformat.v4.new_code_cell("x = 2")])
+    kernel = boundary.StudentKernel(tmp_path / "student", sandbox.Limits(cell_s=1.0))
+    began = time.monotonic()
+    try:
+        kernel.run(nb)
+        with pytest.raises(boundary.StudentError, match="kernel was stopped by a limit"):
+            kernel.call("f", (), {})
+    finally:
+        kernel.close()
+    assert [(s.where, s.why) for s in kernel.stops] == [
+        ("cell 1", "stopped after 1 s"), ("cell 1", "the kernel stopped answering (2 s after its interrupt)")]
+    assert kernel.dead and nb.cells[0].execution_count == 1 and nb.cells[2].execution_count is None
+    assert time.monotonic() - began < 120, "the grader waited far past the limits"
