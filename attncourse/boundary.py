@@ -37,8 +37,8 @@ HELPER = Path(__file__).with_name("kernel_helper.py")
 
 # After a cell's time limit the kernel is interrupted (again each time limit), and it has this long to answer;
 # then the grader stops waiting. nbclient alone waits for the reply forever, and a reply can be lost: a student can
-# patch the kernel's replies away, and ipykernel once dropped the reply of an endless loop interrupted on a busy
-# machine (make test hung on the hostile class).
+# patch the kernel's replies away, and on a busy machine the reply to an interrupted endless loop once never came,
+# though the kernel sat idle (ipykernel 7.4; make test hung on the hostile class).
 INTERRUPT_GRACE_S = 20.0
 NO_REPLY = {"status": "error", "ename": "TimeoutError", "evalue": "the kernel did not answer", "traceback": []}
 
