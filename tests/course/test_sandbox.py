@@ -10,7 +10,8 @@
   test_course.py).
 * A refusal names the path the sandbox could not see.
 * The kernel's helper (attncourse/kernel_helper.py) against ``boundary.decode``, in this process.
-* A kernel that drops its replies is given up on, not waited for (one kernel, a few CPU-s).
+* A kernel that drops its replies is given up on, not waited for; one lost reply stops only its cell (a
+  kernel each, a few CPU-s).
 """
 
 from __future__ import annotations
@@ -228,26 +229,55 @@ _session = IPython.get_ipython().kernel.session
 _send = _session.send
 _session.send = lambda stream, kind, *a, **k: None if kind == "execute_reply" else _send(stream, kind, *a, **k)
 """
+# the reply of this cell is lost, as the endless loop's once was; the kernel answers again afterwards
+DROP_ONE_REPLY = """import IPython
+_session = IPython.get_ipython().kernel.session
+_send = _session.send
+def _drop_once(stream, kind, *a, **k):
+    if kind != "execute_reply":
+        return _send(stream, kind, *a, **k)
+    _session.send = _send
+_session.send = _drop_once
+"""
 
 
-@pytest.mark.slow
-def test_a_kernel_that_stops_answering_is_given_up_on(tmp_path, monkeypatch):
-    """A student's cell that patches the kernel's execute replies away (nbclient would wait for them forever, as it
-    did for one lost reply of an endless loop): the cell is stopped at its limit and, once its interrupt went
-    unanswered for the grace period and a cell of the grader's gets no answer either, the kernel counts as dead: the
-    later cells do not run and a call says why, instead of the grading hanging."""
-    monkeypatch.setattr(boundary, "INTERRUPT_GRACE_S", 2.0)
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(DROP_REPLIES),
+def run_with(tmp_path: Path, patch: str) -> tuple[boundary.StudentKernel, nbformat.NotebookNode, float]:
+    """Cells ``x = 1``, ``patch``, ``x = 2`` in a sandboxed kernel with 1 s per cell and 2 s of grace: the kernel
+    (closed), the executed notebook and the seconds it took."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(patch),
                                          nbformat.v4.new_code_cell("x = 2")])
     kernel = boundary.StudentKernel(tmp_path / "student", sandbox.Limits(cell_s=1.0))
     began = time.monotonic()
     try:
         kernel.run(nb)
-        with pytest.raises(boundary.StudentError, match="kernel was stopped by a limit"):
-            kernel.call("f", (), {})
+        if kernel.dead:
+            with pytest.raises(boundary.StudentError, match="kernel was stopped by a limit"):
+                kernel.call("f", (), {})
     finally:
         kernel.close()
+    return kernel, nb, time.monotonic() - began
+
+
+@pytest.mark.slow
+def test_a_kernel_that_stops_answering_is_given_up_on(tmp_path, monkeypatch):
+    """A student's cell that patches the kernel's execute replies away (nbclient would wait for them forever): the
+    cell is stopped at its limit and, once its interrupt went unanswered for the grace period and a cell of the
+    grader's gets no answer either, the kernel counts as dead: the later cells do not run and a call says why,
+    instead of the grading hanging."""
+    monkeypatch.setattr(boundary, "INTERRUPT_GRACE_S", 2.0)
+    kernel, nb, seconds = run_with(tmp_path, DROP_REPLIES)
     assert [(s.where, s.why) for s in kernel.stops] == [
         ("cell 1", "stopped after 1 s"), ("cell 1", "the kernel stopped answering (2 s after its interrupt)")]
     assert kernel.dead and nb.cells[0].execution_count == 1 and nb.cells[2].execution_count is None
-    assert time.monotonic() - began < 120, "the grader waited far past the limits"
+    assert seconds < 120, "the grader waited far past the limits"
+
+
+@pytest.mark.slow
+def test_one_lost_reply_stops_its_cell_and_grading_goes_on(tmp_path, monkeypatch):
+    """One reply that never comes (make test once hung on it: an endless loop, interrupted, the kernel idle): that
+    cell is stopped at its limit, the kernel answers the grader's own cell, and the next cells run."""
+    monkeypatch.setattr(boundary, "INTERRUPT_GRACE_S", 2.0)
+    kernel, nb, seconds = run_with(tmp_path, DROP_ONE_REPLY)
+    assert [(s.where, s.why) for s in kernel.stops] == [("cell 1", "stopped after 1 s")]
+    assert not kernel.dead and nb.cells[2].execution_count is not None
+    assert seconds < 120, "the grader waited far past the limits"
