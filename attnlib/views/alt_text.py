@@ -466,15 +466,17 @@ def describe_axes(ax) -> str:
     return f'"{title}"' if title else text
 
 
-def describe_figure(fig) -> str:
+def describe_figure(fig, draw: bool = True) -> str:
     """A text alternative for ``fig``: its message (``say``) first, then ``summarize_figure``'s data summary."""
-    message, summary = message_of(fig), summarize_figure(fig)
+    message, summary = message_of(fig), summarize_figure(fig, draw)
     return f"{message} {summary}" if message else summary
 
 
-def summarize_figure(fig) -> str:
-    """The data of ``fig`` in words: its title and every visible panel (colour bars are read with their panel)."""
-    fig.canvas.draw()  # tick labels exist only once drawn
+def summarize_figure(fig, draw: bool = True) -> str:
+    """The data of ``fig`` in words: its title and every visible panel (colour bars are read with their panel).
+    ``draw=False``: the figure was drawn since it last changed (its tick labels are those of that draw)."""
+    if draw:
+        fig.canvas.draw()  # tick labels exist only once drawn
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison and not is_colorbar(ax)]
     described = [describe_axes(ax) for ax in panels]
     described = [d for d in described if d]

@@ -26,6 +26,7 @@ from PIL.PngImagePlugin import PngInfo
 from attnlib.views.alt_text import describe_figure, is_colorbar, message_of, summarize_figure, value_meshes
 
 SCALE = 2  # image pixels per CSS pixel: 2x PNGs stay sharp on high-density screens
+COLORS = 128  # a palette PNG's colours (about a quarter of a full-colour PNG's bytes)
 ALT_KEY = "Description"  # the PNG text chunk (a registered keyword) that holds the figure's description
 SCALE_KEY = "attnlib-scale"  # PNG text chunk: pixels per CSS pixel, so a page shows the image at its size
 CELL_TEXT_KEY = "attnlib-cell-text-px"  # PNG text chunk: smallest number written in a heatmap cell, CSS px
@@ -43,7 +44,7 @@ def _quantize(png: bytes, colors: int, info: PngInfo | None = None) -> bytes:
     return compact.getvalue()
 
 
-def palette_png(fig, dpi: int = 72, colors: int = 128) -> bytes:
+def palette_png(fig, dpi: int = 72, colors: int = COLORS) -> bytes:
     """PNG bytes of a figure reduced to at most ``colors`` colours: about a quarter of a full-colour PNG.
 
     Every figure and explorer state is stored inline in its web page, so this keeps pages light.
@@ -53,15 +54,17 @@ def palette_png(fig, dpi: int = 72, colors: int = 128) -> bytes:
     return _quantize(buffer.getvalue(), colors)
 
 
-def colour_bars(fig) -> dict:
+def colour_bars(fig, draw: bool = True) -> dict:
     """What a figure's colour scales look like: ``{"heatmaps", "colorbars", "overlaps"}``.
 
     ``heatmaps``: panels showing a matrix as colours (``imshow``, or ``pcolormesh`` on the data's coordinates);
     ``colorbars``: colour-bar axes;
     ``overlaps``: colour bars whose box covers part of a panel's box (a bar drawn over a figure). One bar
     per heatmap, or one shared bar, placed beside the panels, is ``colorbars <= heatmaps`` and no overlap.
+    ``draw=False``: the figure was drawn since it last changed (the places are read from that draw).
     """
-    fig.canvas.draw()
+    if draw:
+        fig.canvas.draw()
     bars = [ax for ax in fig.axes if is_colorbar(ax)]
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison and not is_colorbar(ax)]
     heatmaps = [ax for ax in panels
@@ -103,15 +106,18 @@ def _texts(fig):
             yield from [ax.get_legend().get_title(), *ax.get_legend().get_texts()]
 
 
-def text_px(fig, dpi: int = 72) -> float | None:
+def text_px(fig, dpi: int = 72, draw: bool = True) -> float | None:
     """The smallest text the figure draws, in CSS pixels once it is shown at ``dpi`` at its own size (a page that
-    shows it narrower scales this down: the browser tests measure that); None for a figure without text."""
-    fig.canvas.draw()
+    shows it narrower scales this down: the browser tests measure that); None for a figure without text.
+    ``draw=False``: the figure was drawn since it last changed (its tick labels are those of that draw)."""
+    if draw:
+        fig.canvas.draw()
     sizes = [text.get_fontsize() * dpi / 72 for text in _texts(fig) if text.get_visible() and text.get_text().strip()]
     return min(sizes) if sizes else None
 
 
-def figure_png(fig, dpi: int = 72, colors: int = 128, scale: int = SCALE, alt: str | None = None) -> tuple[bytes, dict]:
+def figure_png(fig, dpi: int = 72, colors: int = COLORS, scale: int = SCALE,
+               alt: str | None = None) -> tuple[bytes, dict]:
     """(PNG, metadata) of ``fig`` drawn at ``scale`` x ``dpi``, to be shown at ``dpi``.
 
     The metadata is Jupyter's for an image output: ``width``/``height`` in CSS pixels and ``alt``
@@ -120,20 +126,26 @@ def figure_png(fig, dpi: int = 72, colors: int = 128, scale: int = SCALE, alt: s
     with the image wherever it goes; the figure's message (``alt_text.say``), when it has one, also on its own
     (``attnlib-message``).
     """
-    alt = describe_figure(fig) if alt is None else alt
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi * scale, bbox_inches="tight")
+    fig.canvas.draw()
+    return _drawn_png(fig, dpi, colors, scale, describe_figure(fig, draw=False) if alt is None else alt)
+
+
+def _drawn_png(fig, dpi: int, colors: int, scale: int, alt: str) -> tuple[bytes, dict]:
+    """``figure_png`` of a figure drawn since it last changed: what the PNG carries is read from that draw, and
+    the figure is drawn again only by ``savefig`` (it draws twice: to find the tight crop, then into the PNG)."""
     info = PngInfo()
     info.add_text(ALT_KEY, alt)
     info.add_text(SCALE_KEY, str(scale))
-    info.add_text(COLORBARS_KEY, json.dumps(colour_bars(fig)))
+    info.add_text(COLORBARS_KEY, json.dumps(colour_bars(fig, draw=False)))
     if message_of(fig):
         info.add_text(MESSAGE_KEY, message_of(fig))
     if cell_text_px(fig, dpi) is not None:
         info.add_text(CELL_TEXT_KEY, f"{cell_text_px(fig, dpi):g}")
-    smallest = text_px(fig, dpi)
+    smallest = text_px(fig, dpi, draw=False)
     if smallest is not None:
         info.add_text(TEXT_KEY, f"{smallest:g}")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi * scale, bbox_inches="tight")
     png = _quantize(buffer.getvalue(), colors, info)
     width, height = Image.open(io.BytesIO(png)).size
     return png, {"width": -(-width // scale), "height": -(-height // scale), "alt": alt}
@@ -199,13 +211,14 @@ def figure_to_html(fig, dpi: int = 72, alt: str | None = None) -> str:
     The text alternative is the figure's message (``alt_text.say``: one per state, or the explorer's shared one),
     then ``alt`` when one is given (a caller's title such as "weights at T = 0.5"), then the data summary.
     """
-    parts = [message_of(fig), alt.rstrip(". ") + "." if alt is not None else None, summarize_figure(fig)]
+    fig.canvas.draw()  # once: the summary and what a PNG carries are read from this draw
+    parts = [message_of(fig), alt.rstrip(". ") + "." if alt is not None else None, summarize_figure(fig, draw=False)]
     alt = " ".join(part for part in parts if part)
     if not raster_kind(fig):
         svg = figure_svg(fig, alt)
         plt.close(fig)
         return svg
-    png, meta = figure_png(fig, dpi=dpi, alt=alt)
+    png, meta = _drawn_png(fig, dpi, COLORS, SCALE, alt)
     plt.close(fig)
     data = base64.b64encode(png).decode("ascii")
     smallest = png_text(png).get(TEXT_KEY)
@@ -215,7 +228,7 @@ def figure_to_html(fig, dpi: int = 72, alt: str | None = None) -> str:
             f'style="max-width:100%;height:auto" src="data:image/png;base64,{data}"/>')
 
 
-def use_compact_figures(dpi: int = 72, colors: int = 128) -> None:
+def use_compact_figures(dpi: int = 72, colors: int = COLORS) -> None:
     """Make the notebook's inline figures described 2x palette PNGs (``figure_png``); call once near the top."""
     shell = get_ipython()
     if shell is None:

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from matplotlib.figure import Figure
 from PIL import Image
 
 from attnlib.views import alt_text, images, plots
@@ -232,15 +233,19 @@ def test_small_charts_become_inline_svg_with_unique_ids():
 
 
 def test_figure_to_html_draws_only_the_format_it_keeps(monkeypatch):
-    drawn = []
-    for name in ("figure_png", "figure_svg"):
+    drawn, draws = [], []
+    for name in ("_drawn_png", "figure_svg"):
         original = getattr(images, name)
         monkeypatch.setattr(images, name, lambda *a, _f=original, _n=name, **k: drawn.append(_n) or _f(*a, **k))
+    draw = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: draws.append(1) or draw(self, renderer))
     fig, ax = plt.subplots()
     ax.plot([0, 1, 2], [1, 0, 1])
     plots.figure_to_html(fig)
+    assert len(draws) == 3  # once for the text alternative, twice by savefig (its crop, then the SVG)
     plots.figure_to_html(plots.heatmap(np.eye(2)).figure)
-    assert drawn == ["figure_svg", "figure_png"]
+    assert drawn == ["figure_svg", "_drawn_png"]
+    assert len(draws) == 6  # the PNG's text size and colour bars are read from the text alternative's draw
 
 
 def test_colour_images_say_which_rows_change_sharply():
