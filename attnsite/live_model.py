@@ -6,7 +6,7 @@ When an HTML build starts it puts into ``<outdir>/_static/``:
   layer's attention as an output, at the precision ``live_export.py`` chose by measurement, gzip-compressed
   (the page inflates it); the graph takes the sentence's word embeddings, which are in
   ``_live/word-embeddings/<k>.bin`` (64 rows of the table each, float32): Run fetches only the files its
-  tokens need. The export (about a minute) is cached in the repository's ``_build/live-model/`` under a key of
+  tokens need. The export (about 16 CPU-s) is cached in the repository's ``_build/live-model/`` under a key of
   its inputs (one cache for every output folder, e.g. the instructor edition's), so a build that
   changes nothing only compares a hash and copies nothing;
 * ``_live/tokenizer.json`` and ``tokenizer_config.json`` (the model's own), ``_live/bertviz-views.js``
