@@ -276,10 +276,9 @@ def onnx_session(path: Path):
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def onnx_attention(path: Path, input_ids, session=None) -> np.ndarray:
-    """Every layer's attention from the ONNX file on the CPU (onnxruntime; ``session``: its ``onnx_session``, when
-    already made), fed the table's rows for ``input_ids`` (L,) as the page feeds them: (N, H, L, L) float32."""
-    session = session or onnx_session(path)
+def onnx_attention(session, input_ids) -> np.ndarray:
+    """Every layer's attention from an ONNX file's ``onnx_session``, fed the table's rows for ``input_ids`` (L,) as
+    the page feeds them: (N, H, L, L) float32."""
     rows = _table()[np.asarray(input_ids, dtype=np.int64).reshape(-1)][None]  # (1, L, D)
     outputs = session.run(None, {INPUT: rows})  # N arrays (1, H, L, L)
     return np.stack([o[0] for o in outputs])
@@ -313,7 +312,7 @@ def max_error(path: Path, sentences=SENTENCES, expected=None) -> float:
     session, worst = onnx_session(path), 0.0
     for text, eager in zip(sentences, expected, strict=True):
         ids = tokenizer(text, truncation=True, max_length=512)["input_ids"]
-        worst = max(worst, float(np.abs(onnx_attention(path, ids, session) - eager).max()))
+        worst = max(worst, float(np.abs(onnx_attention(session, ids) - eager).max()))
     return worst
 
 
