@@ -15,6 +15,7 @@ Sphinx extensions (``_config.yml`` lists them under ``sphinx: extra_extensions``
 ``attnsite.live_induction``  chapter 9's induction head in the reader's browser
 ``attnsite.a11y``            figures' text alternatives, ARIA fixes, phone reflow and print CSS
 ``attnsite.quiz``            quick checks (the ``{quiz}`` fence, read by ``attncourse.quick_checks``) on the page
+``attnsite.typeset_math``    the formulas typeset by MathJax (in node: ``typeset_math.js``) when the site is built
 
 ``python -m attnsite.print_book`` prints the built site into the PDF editions (``make pdf``). ``sources``
 derives the build caches' keys from the code they depend on. ``static/`` holds the site's own CSS and

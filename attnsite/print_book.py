@@ -3,11 +3,12 @@
 Why Chromium and not Jupyter Book's LaTeX builder: the chapters' explorers (ipywidgets) and BertViz
 views are HTML and JavaScript, which LaTeX cannot draw (the LaTeX build drops them), and LaTeX needs
 TeX Live (texlive-xetex and friends, several hundred MB from Debian). Chromium is already what the
-browser tests use, and it prints exactly what a reader sees: MathJax's math, every figure, each
+browser tests use, and it prints exactly what a reader sees: the math (typeset by MathJax when the site was
+built, in MathJax's fonts), every figure, each
 explorer's initial state, the BertViz views scaled to the page (``a11y.css``'s print rules).
 
-Each page of ``_toc.yml`` is opened from the built site (served on loopback), drawn completely (MathJax,
-widgets, BertViz), prepared for its edition, and printed with the DevTools ``Page.printToPDF``; pypdf
+Each page of ``_toc.yml`` is opened from the built site (served on loopback), drawn completely (the math's
+fonts, widgets, BertViz), prepared for its edition, and printed with the DevTools ``Page.printToPDF``; pypdf
 joins the pages into one book with a bookmark per chapter.
 
 * student edition (default): exercises without their solutions (nbgrader answer cells, which
@@ -55,8 +56,6 @@ A4 = {"paperWidth": 8.27, "paperHeight": 11.69, "marginTop": 0.6, "marginBottom"
 READY = """
 const done = arguments[arguments.length - 1];
 const all = s => Array.from(document.querySelectorAll(s));
-const startup = window.MathJax && window.MathJax.startup;
-const math = startup && startup.promise ? startup.promise : Promise.resolve();
 const deadline = Date.now() + 90000;
 function drawn() {
   const views = all('script[type="application/vnd.jupyter.widget-view+json"]').length;
@@ -64,9 +63,11 @@ function drawn() {
   const bertviz = all('[id^="attnlib-head-"], [id^="attnlib-model-"]').every(r => r.querySelector('svg line'));
   return widgets >= views && bertviz;
 }
-math.then(function wait() {
-  if (drawn() || Date.now() > deadline) { setTimeout(() => done(drawn()), 500); } else { setTimeout(wait, 100); }
-}, () => done(false));
+(function wait() {
+  if (drawn() || Date.now() > deadline) {  // then every font the drawn page uses (the math's among them)
+    setTimeout(() => document.fonts.ready.then(() => done(drawn()), () => done(false)), 500);
+  } else { setTimeout(wait, 100); }
+})();
 """
 
 # Prepare a page for print: open what is collapsed, and for students remove the solutions.

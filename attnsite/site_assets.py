@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-# under the site's _static/ because Sphinx resolves `nb_ipywidgets_js` and `mathjax_path` there
+# under the site's _static/ because Sphinx resolves `nb_ipywidgets_js` there
 # (JB1 only auto-includes .js/.css of a *source* _static/ folder, so this output folder is safe)
 VENDOR_DIR = "_static/_vendor"
 
@@ -26,22 +26,16 @@ LIBRARY_FILES = {
 }
 LIBRARIES = tuple(LIBRARY_FILES)
 
-# _config.yml names these two relative to _static/: nb_ipywidgets_js and mathjax_path
+# _config.yml names it relative to _static/: nb_ipywidgets_js
 WIDGETS_JS = f"{VENDOR_DIR}/html-manager/embed.js"
-MATHJAX_JS = f"{VENDOR_DIR}/mathjax/tex-chtml.js"
 
 # site path -> path under node_modules; a path ending in "/" copies that folder.
 SITE_FILES = {
     **{url: src for src, url in LIBRARY_FILES.values()},
     # WIDGETS_JS, and the icon fonts it loads from its own folder when a widget shows an icon
     f"{VENDOR_DIR}/html-manager/": "@jupyter-widgets/html-manager/dist/",
-    MATHJAX_JS: "mathjax/es5/tex-chtml.js",
-    # loaded lazily by tex-chtml.js: fonts, TeX extensions (autoload), the menu's accessibility parts
-    f"{VENDOR_DIR}/mathjax/output/chtml/": "mathjax/es5/output/chtml/",
-    f"{VENDOR_DIR}/mathjax/input/": "mathjax/es5/input/",
-    f"{VENDOR_DIR}/mathjax/ui/": "mathjax/es5/ui/",
-    f"{VENDOR_DIR}/mathjax/a11y/": "mathjax/es5/a11y/",
-    f"{VENDOR_DIR}/mathjax/sre/": "mathjax/es5/sre/",
+    # MathJax's TeX fonts: the build typesets the formulas (typeset_math.py), the pages draw them in these
+    f"{VENDOR_DIR}/mathjax/output/chtml/fonts/woff-v2/": "mathjax/es5/output/chtml/fonts/woff-v2/",
 }
 # what a copied folder may hold (the html-manager's dist also has 3.6 MB bundles the site does not use)
 SITE_SUFFIXES = (".js", ".json", ".woff", ".woff2", ".ttf", ".eot", ".svg", ".css", ".txt")

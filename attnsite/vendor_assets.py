@@ -1,17 +1,16 @@
 """Sphinx extension: serve the npm-installed browser libraries from the site itself.
 
 At the end of an HTML build it copies every file listed by ``site_assets.site_files()``
-(require.js, d3, jQuery, the ipywidgets html-manager, MathJax 3 with its fonts) from
+(require.js, d3, jQuery, the ipywidgets html-manager, MathJax's fonts) from
 ``node_modules/`` into ``<outdir>/_static/_vendor/``. Only the *output* gets them: Jupyter Book 1
 adds every .js/.css of a *source* ``_static/`` folder to every page, so they are never copied into
-the repository. ``_config.yml`` points ``nb_ipywidgets_js`` and ``mathjax_path`` at these copies,
-so no page loads anything from a CDN.
+the repository. ``_config.yml`` points ``nb_ipywidgets_js`` at these copies, and the formulas, typeset
+when the site is built (``typeset_math.py``), are drawn in the fonts: no page loads anything from a CDN.
 
 It also replaces the theme's all-icons ``fontawesome.js`` (542 kB gzipped on every page) by Font
 Awesome's core with only the icons the site names (``fontawesome_subset.py``).
 
-On pages with widgets and math it adds ``mathjax2_hub.js`` (ours), which gives MathJax 3 the one
-MathJax 2 call the widgets make. It also drops duplicate ``<script>`` elements from every page:
+It also drops duplicate ``<script>`` elements from every page:
 Sphinx 7.4 registers an inline script added with ``add_js_file(None, body=...)`` twice (once as
 ``None``, once as ``''``), and sphinx-thebe's ``const THEBE_JS_URL = ...`` then throws
 "Identifier has already been declared".
@@ -42,7 +41,6 @@ from .fontawesome_subset import write_subset
 
 logger = logging.getLogger(__name__)
 FONTAWESOME = "@fortawesome/fontawesome-free"  # npm, the version pydata-sphinx-theme bundles (6.5.2)
-HUB_SHIM = "mathjax2_hub.js"  # copied to _static/, relative to _static/ like every add_js_file path
 
 
 def copy_vendored(app: Sphinx, exception: Exception | None) -> None:
@@ -58,7 +56,6 @@ def copy_vendored(app: Sphinx, exception: Exception | None) -> None:
         destination = outdir / site_path
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, destination)
-    shutil.copyfile(assets.STATIC / HUB_SHIM, outdir / "_static" / HUB_SHIM)
     icons = write_subset(outdir, assets.node_modules() / FONTAWESOME)
     linked = [page.name for page in sorted(outdir.rglob("*.html")) if link_libraries(page, outdir)]
     logger.info(f"vendor_assets: copied {len(pairs)} files from node_modules into {outdir / assets.VENDOR_DIR}; "
@@ -135,18 +132,11 @@ def _script_key(script) -> tuple:
             tuple(sorted((k, str(v)) for k, v in attributes.items())))
 
 
-def _loads(scripts: list, path: str) -> bool:
-    return any((getattr(script, "filename", script) or "").endswith(path) for script in scripts)
-
-
 def finish_page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
-    """Per page (html-page-context, runs last): add the MathJax 2 shim where widgets meet MathJax 3,
-    then keep the first of identical ``<script>`` entries."""
+    """Per page (html-page-context, runs last): keep the first of identical ``<script>`` entries."""
     scripts = context.get("script_files")
     if not isinstance(scripts, list):
         return
-    if _loads(scripts, assets.WIDGETS_JS) and _loads(scripts, assets.MATHJAX_JS):
-        app.builder.add_js_file(HUB_SHIM, defer="defer", priority=501)  # after MathJax (500), this page only
     seen, unique = set(), []
     for script in scripts:
         key = _script_key(script)

@@ -222,7 +222,7 @@ def require_chromium() -> None:
 
 
 # The site's weight budget (../shared/GUIDE.md): what a page adds on top of the shared libraries (its HTML,
-# figures, inline widget and view states) stays under 1.5 MB gzip; the shared libraries (theme, MathJax,
+# figures, inline widget and view states) stays under 1.5 MB gzip; the shared libraries (theme, the math's stylesheet,
 # the widget runtime, fonts: everything under _static/, and the search index) are loaded once and cached.
 PAGE_BUDGET_BYTES = 1_500_000
 SHARED_BUDGET_BYTES = 1_500_000  # and those shared libraries together, so none grows unnoticed

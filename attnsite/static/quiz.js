@@ -112,23 +112,8 @@
   window.addEventListener('beforeprint', answersAtEnd);
   window.addEventListener('afterprint', answersBack);
 
-  // MathJax makes every formula a tab stop; in a question or a choice it is part of the control's label, and
-  // Tab should go from the choices to the Check button. (Formulas in the explanations stay reachable.)
-  function untabLabels() {
-    document.querySelectorAll('form.attnlib-quiz legend mjx-container, .attnlib-quiz-choice mjx-container')
-      .forEach(m => m.setAttribute('tabindex', '-1'));
-  }
-
-  function afterMath(tries) {
-    const startup = window.MathJax && window.MathJax.startup;
-    if (startup && startup.promise) { startup.promise.then(untabLabels); }
-    else if (tries > 0) { setTimeout(() => afterMath(tries - 1), 100); }
-  }
-
   function start() {
-    const forms = document.querySelectorAll('form.attnlib-quiz');
-    forms.forEach(setUp);
-    if (forms.length) { afterMath(200); }
+    document.querySelectorAll('form.attnlib-quiz').forEach(setUp);
   }
   if (document.readyState === 'loading') { document.addEventListener('DOMContentLoaded', start); } else { start(); }
 }());

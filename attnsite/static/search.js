@@ -1,8 +1,8 @@
 // The search page (attnsite/theme.py adds it there):
 //  - snippets are read from each page's text; leave out what a reader never reads as prose there: the printed
 //    contents list (sphinx-book-theme's #jb-print-docs-body) and the launch and download buttons, and read the math
-//    as a reader would say it (MathJax has not typeset the fetched page: "\(d_k\)" becomes "d_k",
-//    "\operatorname{Attention}" "Attention", "\sqrt{d_k}" "√d_k");
+//    as a reader would say it, from each formula's TeX (its data-tex, attnsite/typeset_math.py): "d_k" stays
+//    "d_k", "\operatorname{Attention}" becomes "Attention", "\sqrt{d_k}" "√d_k";
 //  - a page whose own title holds a searched word ranks above pages that only mention it (Sphinx scores a word
 //    in any section title the same as one in the page's title).
 // It runs after searchtools.js, which defines Search, and before searchindex.js, whose arrival runs the query
@@ -37,7 +37,9 @@
   Search.htmlToText = function (htmlString, anchor) {
     var page = new DOMParser().parseFromString(htmlString, 'text/html');
     page.querySelectorAll(LEFT_OUT).forEach(function (e) { e.remove(); });
-    page.querySelectorAll('.math').forEach(function (e) { e.textContent = ' ' + plainMath(e.textContent) + ' '; });
+    page.querySelectorAll('.math').forEach(function (e) {
+      e.textContent = ' ' + plainMath(e.getAttribute('data-tex') || e.textContent) + ' ';
+    });
     return original(page.documentElement.outerHTML, anchor).replace(/\s+/g, ' ');
   };
 

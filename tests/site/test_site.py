@@ -4,7 +4,8 @@ Reads the already built ``_build/html`` (``make book`` writes it), serves it on 
 every page listed by ``_toc.yml`` in headless Chromium. For each page: no console error, no request
 to any host but loopback (every request is read from the DevTools performance log), the widgets'
 saved state renders as ipywidgets DOM (that each control switches the state shown, with no kernel, is
-test_accessibility.py's explorers test), the math is typeset by the vendored MathJax, and every
+test_accessibility.py's explorers test), the math arrives typeset (the build ran MathJax: the page loads none) and
+draws in MathJax's fonts from the site itself, and every
 BertViz view draws its SVG. (The screenshots of every page and state are
 taken by test_accessibility.py, which loads each page with classic scrollbars, light and dark, at two widths.)
 
@@ -71,13 +72,6 @@ def required(page: str) -> list[str]:
 
 # --- visiting a page ---------------------------------------------------------------------------------
 
-WAIT_FOR_MATHJAX = """
-const done = arguments[arguments.length - 1];
-const startup = window.MathJax && window.MathJax.startup;
-if (!startup || !startup.promise) { done('no MathJax'); return; }
-startup.promise.then(() => done('typeset'), (e) => done('MathJax failed: ' + e));
-"""
-
 PROBE = """
 const all = (s, root) => Array.from((root || document).querySelectorAll(s));
 const views = all('script[type="application/vnd.jupyter.widget-view+json"]').length;
@@ -110,8 +104,13 @@ return {
   widgetClasses: Array.from(widgetClasses).sort(),
   maths: maths.length,
   mathsTypeset: maths.filter(m => m.querySelector('mjx-container')).length,
-  mjxContainers: all('mjx-container').length,
-  mathErrors: all('mjx-merror').map(e => e.textContent),
+  mathsSpoken: maths.filter(m => m.querySelector('mjx-container > mjx-assistive-mml > math')).length,
+  mathsWithTex: maths.filter(m => m.dataset.tex && m.dataset.tex.trim()).length,
+  mathErrors: all('mjx-merror, .attnlib-tex-error').map(e => e.textContent),
+  mathJaxScript: 'MathJax' in window || all('script[src*="mathjax"]').length > 0,
+  mathTabStops: all('mjx-container[tabindex]').filter(m => !m.classList.contains('attnlib-scrolls')).length,
+  mathFonts: Array.from(document.fonts).filter(f => f.family.startsWith('MJX'))
+    .map(f => f.family + ' ' + f.status).sort(),
   bertviz: bertviz,
   icons: all('svg.svg-inline--fa').length,
   iconsMissing: all('svg.svg-inline--fa.missing').map(e => e.getAttribute('data-icon')),
@@ -133,7 +132,6 @@ class Visit:
     probe: dict
     requests: list[bu.Request]
     console: list[str]
-    mathjax: str
     seconds: float
     paint: dict | None = None  # SLOW_PAGE only: first paint, render-blocking scripts, the widgets' file (PAINT_TIMES)
 
@@ -179,7 +177,7 @@ return {firstPaint: paint ? paint.startTime / 1000 : null, blocking: blocking,
 
 
 def visit(driver, base_url: str, page: str) -> Visit:
-    """Open ``page`` (from the toc), wait for MathJax, widgets and BertViz, and record everything. ``SLOW_PAGE``
+    """Open ``page`` (from the toc), wait for its widgets, BertViz and fonts, and record everything. ``SLOW_PAGE``
     is opened over ``SLOW_NETWORK`` and its paint times recorded (``Visit.paint``)."""
     bu.performance_messages(driver), bu.console_errors(driver)  # drop what the previous page logged
     slow = page == SLOW_PAGE
@@ -189,7 +187,6 @@ def visit(driver, base_url: str, page: str) -> Visit:
     try:
         driver.get(f"{base_url}{page}.html")
         paint = driver.execute_script(PAINT_TIMES, assets.WIDGETS_JS) if slow else None
-        mathjax = driver.execute_async_script(WAIT_FOR_MATHJAX)
         _wait_ready(driver)
         messages = bu.wait_network_idle(driver, quiet_s=2.0 if slow else 0.75, timeout_s=90 if slow else 30)
         if slow:  # the first paint is long past; the widgets' file may have arrived only now
@@ -201,7 +198,7 @@ def visit(driver, base_url: str, page: str) -> Visit:
                                                                         "uploadThroughput": -1})
     probe = driver.execute_script(PROBE)  # after the network settled: the final state
     seconds = time.monotonic() - start
-    return Visit(page, probe, bu.network_requests(messages), bu.console_errors(driver), mathjax, seconds, paint)
+    return Visit(page, probe, bu.network_requests(messages), bu.console_errors(driver), seconds, paint)
 
 
 @pytest.fixture(scope="module")
@@ -282,14 +279,20 @@ def test_widgets_render(page_visit):
 
 
 @pages_with("math")
-def test_math_is_typeset_by_local_mathjax(page_visit):
-    probe = page_visit.probe
-    assert probe["maths"] > 0, f"{page_visit.page} must show math, has none"
-    assert page_visit.mathjax == "typeset", page_visit.mathjax
-    assert probe["mathsTypeset"] == probe["maths"], probe
-    assert probe["mathErrors"] == [], f"{page_visit.page}: TeX errors {probe['mathErrors']}"
-    loaded = {urlsplit(r.url).path.lstrip("/") for r in page_visit.requests}
-    assert assets.MATHJAX_JS in loaded, sorted(loaded)
+def test_math_arrives_typeset_and_draws_in_the_site_s_own_fonts(page_visit):
+    """Every formula is MathJax's output in the page as served (attnsite/typeset_math.py), with its MathML for
+    screen readers and its TeX; the page runs no MathJax; a formula is a tab stop only where it scrolls (a11y.js);
+    the fonts it draws in came from the site and loaded."""
+    probe, page = page_visit.probe, page_visit.page
+    assert probe["maths"] > 0, f"{page} must show math, has none"
+    assert probe["mathsTypeset"] == probe["mathsSpoken"] == probe["mathsWithTex"] == probe["maths"], probe
+    assert probe["mathErrors"] == [], f"{page}: TeX errors {probe['mathErrors']}"
+    assert not probe["mathJaxScript"], f"{page} loads MathJax: the build typesets its formulas"
+    assert probe["mathTabStops"] == 0, f"{page}: {probe['mathTabStops']} formulas are tab stops but do not scroll"
+    fonts = [f for f in page_visit.requests if "/mathjax/output/chtml/fonts/" in urlsplit(f.url).path]
+    assert fonts and all(urlsplit(f.url).path.lstrip("/").startswith(assets.VENDOR_DIR) for f in fonts), fonts
+    used = [f for f in probe["mathFonts"] if f.endswith(" loaded")]  # a face no formula uses stays unloaded
+    assert used and not [f for f in probe["mathFonts"] if f.endswith(" error")], probe["mathFonts"]
 
 
 def _check_model_view(view: dict) -> None:
@@ -489,7 +492,7 @@ def test_student_edition_shows_no_output_of_answer_or_test_cells(page, site):
     assert "tests passed" not in html, f"{page}: the student edition says 'tests passed'"
 
 
-EQUATION = re.compile(r'<div class="math[^"]*" id="equation-([^"]+)">\s*<span class="eqno">\(([^)<]*)\)')
+EQUATION = re.compile(r'<div class="math[^"]*"[^>]* id="equation-([^"]+)">\s*<span class="eqno">\(([^)<]*)\)')
 EQUATION_REFERENCE = re.compile(r'<a class="reference internal" href="([^"#]*)#equation-([^"]+)">\(([^)<]*)\)</a>')
 
 

@@ -1,17 +1,21 @@
-"""The site's build helpers (attnsite: site_assets, vendor_assets, fontawesome_subset): the npm libraries,
-and the copies of d3 and jQuery that attnlib ships for its notebook views, without a browser."""
+"""The site's build helpers (attnsite: site_assets, vendor_assets, fontawesome_subset, typeset_math): the npm
+libraries, the copies of d3 and jQuery that attnlib ships for its notebook views, and the formulas typeset by
+MathJax in node, without a browser."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from attnlib.views import html as views_html
-from attnsite import fontawesome_subset, vendor_assets
+from attnsite import fontawesome_subset, typeset_math, vendor_assets
 from attnsite import site_assets as assets
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,15 +59,17 @@ def test_site_files_come_from_node_modules_and_cover_the_configured_paths():
     sites = {site for _, site in pairs}
     root = assets.node_modules().resolve()
     assert all(source.resolve().is_relative_to(root) and source.is_file() for source, _ in pairs)
-    for needed in (assets.WIDGETS_JS, assets.MATHJAX_JS, *(assets.site_url(n) for n in assets.LIBRARIES)):
+    for needed in (assets.WIDGETS_JS, *(assets.site_url(n) for n in assets.LIBRARIES)):
         assert needed in sites, needed
+    fonts = [site for site in sites if site.startswith(typeset_math.FONTS)]  # what the math's stylesheet names
+    assert any(site.endswith("/MathJax_Main-Regular.woff") for site in fonts), sorted(sites)
     assert not any(site.endswith("embed-amd.js") for site in sites)
 
 
-def test_config_points_at_the_vendored_copies():
+def test_config_points_at_the_vendored_copies_and_the_build_s_typesetting():
     config = (REPO / "_config.yml").read_text(encoding="utf-8")
-    for path in (assets.WIDGETS_JS, assets.MATHJAX_JS):
-        assert path.removeprefix("_static/") in config, path
+    assert assets.WIDGETS_JS.removeprefix("_static/") in config
+    assert f"html_math_renderer: {typeset_math.RENDERER}" in config and "mathjax_path" not in config
 
 
 def test_unknown_library_and_missing_node_modules_say_what_was_expected(monkeypatch, tmp_path):
@@ -179,3 +185,49 @@ def test_an_element_naming_other_libraries_is_an_error():
 def test_the_loader_refuses_urls_it_cannot_put_in_an_attribute_as_they_are(url):
     with pytest.raises(ValueError, match="expected a plain relative URL"):
         vendor_assets.libraries_loader(url, "jquery.min.js")
+
+
+# --- the formulas, typeset when the site is built (attnsite/typeset_math.py) -------------------------------
+
+
+@needs_node
+def test_a_formula_becomes_mathjax_s_output_with_its_mathml_at_the_browser_s_scale():
+    html = typeset_math.typesetter().typeset(r"\sqrt{d_k}", display=False)
+    assert html.startswith('<mjx-container class="MathJax" jax="CHTML"') and "font-size: 127.3%" in html, html[:200]
+    mathml = re.search(r"<mjx-assistive-mml[^>]*>(.*)</mjx-assistive-mml>", html)
+    assert mathml and "<msqrt><msub><mi>d</mi><mi>k</mi></msub></msqrt>" in mathml[1], html
+    display = typeset_math.typesetter().typeset(r"\begin{split}a &= b \\ &= c\end{split}", display=True)
+    assert 'display="true"' in display and display.count("<mjx-mtr") == 2, display[:300]
+
+
+@needs_node
+def test_a_tex_error_is_mathjax_s_message_not_a_red_formula():
+    with pytest.raises(typeset_math.TeXError, match=r"Undefined control sequence \\softmx"):
+        typeset_math.typesetter().typeset(r"\softmx(x)", display=False)
+    with pytest.raises(typeset_math.TeXError, match="Missing close brace"):
+        typeset_math.typesetter().typeset(r"\frac{a}{b", display=True)
+    assert "<mjx-c" in typeset_math.typesetter().typeset("x", display=False)  # it goes on after an error
+
+
+@needs_node
+def test_the_stylesheet_names_only_fonts_the_site_serves():
+    css = typeset_math.typesetter().stylesheet()
+    served = {site for _, site in assets.site_files()}
+    stylesheet_dir = Path("_static") / typeset_math.STYLESHEET
+    urls = set(re.findall(r'url\("([^"]+)"\)', css))
+    assert len(urls) > 20, urls
+    for url in urls:
+        site = Path(os.path.normpath(stylesheet_dir.parent / url)).as_posix()
+        assert site in served, f"the math's stylesheet names {url} ({site}), which the site does not serve"
+
+
+@needs_node
+def test_a_page_with_a_tex_error_fails_the_build_and_names_its_line(tmp_path):
+    """As `make book` builds (-W): the warning at the formula's source line stops the build."""
+    (tmp_path / "conf.py").write_text("extensions = ['attnsite.typeset_math']\nhtml_math_renderer = 'attnlib'\n")
+    (tmp_path / "index.rst").write_text("Title\n=====\n\nGood :math:`d_k`.\n\nBad :math:`\\softmx(x)`.\n")
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", str(tmp_path),
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert 'index.rst:6:' in done.stderr and \
+        'MathJax cannot typeset "\\softmx(x)": Undefined control sequence \\softmx' in done.stderr, done.stderr
