@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from docutils import nodes
@@ -63,8 +64,9 @@ class Typesetter:
         if node is None:
             raise ExtensionError("expected node (Debian's nodejs, which `make book` installs) to typeset the "
                                  "formulas; found no `node` on PATH")
+        self.errors = tempfile.TemporaryFile()  # node's messages, read when it stops (a pipe nobody reads can fill)
         self.process = subprocess.Popen([node, str(SCRIPT), str(modules), FONT_URL, str(SCALE)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
                                         text=True, encoding="utf-8")
         self.pid = os.getpid()
         atexit.register(self.close)
@@ -78,7 +80,9 @@ class Typesetter:
             line = ""
         if not line:
             self.process.kill()
-            raise ExtensionError(f"MathJax in node stopped: {self.process.stderr.read()[-2000:]}")
+            self.errors.seek(0)
+            said = self.errors.read().decode("utf-8", "replace")[-2000:]
+            raise ExtensionError(f"expected MathJax in node to answer, but it stopped: {said}")
         return json.loads(line)
 
     def typeset(self, tex: str, display: bool) -> str:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sphinx.errors import ExtensionError
 
 from attnlib.views import html as views_html
 from attnsite import fontawesome_subset, typeset_math, vendor_assets
@@ -207,6 +208,15 @@ def test_a_tex_error_is_mathjax_s_message_not_a_red_formula():
     with pytest.raises(typeset_math.TeXError, match="Missing close brace"):
         typeset_math.typesetter().typeset(r"\frac{a}{b", display=True)
     assert "<mjx-c" in typeset_math.typesetter().typeset("x", display=False)  # it goes on after an error
+
+
+@needs_node
+def test_node_that_stops_is_an_error_with_what_it_said(tmp_path):
+    modules = tmp_path / "node_modules"
+    (modules / "mathjax").mkdir(parents=True)  # no MathJax in it: node stops at once
+    with pytest.raises(ExtensionError, match=r"(?s)expected MathJax in node to answer, but it stopped: .*(Cannot find|"
+                                             r"MathJax did not start)"):
+        typeset_math.Typesetter(modules).typeset("x", display=False)
 
 
 @needs_node
