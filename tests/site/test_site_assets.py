@@ -194,7 +194,8 @@ def test_the_loader_refuses_urls_it_cannot_put_in_an_attribute_as_they_are(url):
 @needs_node
 def test_a_formula_becomes_mathjax_s_output_with_its_mathml_at_the_browser_s_scale():
     html = typeset_math.typesetter().typeset(r"\sqrt{d_k}", display=False)
-    assert html.startswith('<mjx-container class="MathJax" jax="CHTML"') and "font-size: 127.3%" in html, html[:200]
+    assert html.startswith('<mjx-container class="MathJax" jax="CHTML"'), html[:200]
+    assert f"font-size: {typeset_math.SCALE:.1%}" in html, html[:200]  # the scale MathJax set in the browser
     mathml = re.search(r"<mjx-assistive-mml[^>]*>(.*)</mjx-assistive-mml>", html)
     assert mathml and "<msqrt><msub><mi>d</mi><mi>k</mi></msub></msqrt>" in mathml[1], html
     display = typeset_math.typesetter().typeset(r"\begin{split}a &= b \\ &= c\end{split}", display=True)
