@@ -476,7 +476,7 @@ def summarize_figure(fig, draw: bool = True) -> str:
     """The data of ``fig`` in words: its title and every visible panel (colour bars are read with their panel).
     ``draw=False``: the figure was drawn since it last changed (its tick labels are those of that draw)."""
     if draw:
-        fig.canvas.draw()  # tick labels exist only once drawn
+        fig.draw_without_rendering()  # tick labels exist only once laid out (no pixels needed)
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison and not is_colorbar(ax)]
     described = [describe_axes(ax) for ax in panels]
     described = [d for d in described if d]

@@ -64,7 +64,7 @@ def colour_bars(fig, draw: bool = True) -> dict:
     ``draw=False``: the figure was drawn since it last changed (the places are read from that draw).
     """
     if draw:
-        fig.canvas.draw()
+        fig.draw_without_rendering()
     bars = [ax for ax in fig.axes if is_colorbar(ax)]
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison and not is_colorbar(ax)]
     heatmaps = [ax for ax in panels
@@ -111,7 +111,7 @@ def text_px(fig, dpi: int = 72, draw: bool = True) -> float | None:
     shows it narrower scales this down: the browser tests measure that); None for a figure without text.
     ``draw=False``: the figure was drawn since it last changed (its tick labels are those of that draw)."""
     if draw:
-        fig.canvas.draw()
+        fig.draw_without_rendering()
     sizes = [text.get_fontsize() * dpi / 72 for text in _texts(fig) if text.get_visible() and text.get_text().strip()]
     return min(sizes) if sizes else None
 
@@ -126,7 +126,7 @@ def figure_png(fig, dpi: int = 72, colors: int = COLORS, scale: int = SCALE,
     with the image wherever it goes; the figure's message (``alt_text.say``), when it has one, also on its own
     (``attnlib-message``).
     """
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # laid out, no pixels: savefig draws those
     return _drawn_png(fig, dpi, colors, scale, describe_figure(fig, draw=False) if alt is None else alt)
 
 
@@ -211,7 +211,7 @@ def figure_to_html(fig, dpi: int = 72, alt: str | None = None) -> str:
     The text alternative is the figure's message (``alt_text.say``: one per state, or the explorer's shared one),
     then ``alt`` when one is given (a caller's title such as "weights at T = 0.5"), then the data summary.
     """
-    fig.canvas.draw()  # once: the summary and what a PNG carries are read from this draw
+    fig.draw_without_rendering()  # laid out, no pixels: the summary and what a PNG carries are read from it
     parts = [message_of(fig), alt.rstrip(". ") + "." if alt is not None else None, summarize_figure(fig, draw=False)]
     alt = " ".join(part for part in parts if part)
     if not raster_kind(fig):

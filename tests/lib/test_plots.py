@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
@@ -246,6 +247,24 @@ def test_figure_to_html_draws_only_the_format_it_keeps(monkeypatch):
     plots.figure_to_html(plots.heatmap(np.eye(2)).figure)
     assert drawn == ["figure_svg", "_drawn_png"]
     assert len(draws) == 6  # the PNG's text size and colour bars are read from the text alternative's draw
+
+
+def test_only_savefig_renders_pixels(monkeypatch):
+    """The text alternative, the text size and the colour bars read the figure's layout: one pass without pixels
+    (``draw_without_rendering``). Only the file's own draw rasterizes, as one plain ``savefig`` does."""
+    rendered = []
+    draw_path = RendererAgg.draw_path  # every line, patch and spine (an instance without pixels has its own no-op)
+    monkeypatch.setattr(RendererAgg, "draw_path", lambda self, *a, **k: rendered.append(1) or draw_path(self, *a, **k))
+    plots.heatmap(np.eye(2)).figure.savefig(io.BytesIO(), format="png")
+    once = len(rendered)
+    assert once > 0
+    rendered.clear()
+    images.figure_png(plots.heatmap(np.eye(2)).figure)
+    assert len(rendered) == once
+    rendered.clear()
+    plots.figure_to_html(plots.heatmap(np.eye(2)).figure)
+    assert len(rendered) == once
+    plt.close("all")
 
 
 def test_colour_images_say_which_rows_change_sharply():
