@@ -141,9 +141,17 @@
     var text = range.getBoundingClientRect(), box = pre.getBoundingClientRect();
     return text.right + pre.scrollLeft - (box.left + pre.clientLeft + pre.clientWidth);
   }
+  function fitsAnyway(pre) {
+    var overflow = pre.scrollWidth - pre.clientWidth;
+    if (overflow <= 0) { return false; }
+    // the text sticks out by at least the overflow less the padding (whether a browser counts it or not): a
+    // block past that by more than 2 px needs no measure of its text (a range over a long block costs ~2 ms)
+    if (overflow - parseFloat(getComputedStyle(pre).paddingRight) > 2) { return false; }
+    return textOverflow(pre) <= 2;
+  }
   function unscrollRounding() {
     document.querySelectorAll('.bd-article pre').forEach(function (pre) {
-      var fits = pre.scrollWidth > pre.clientWidth && textOverflow(pre) <= 2;
+      var fits = fitsAnyway(pre);
       if (fits !== pre.classList.contains('attnlib-fits')) { pre.classList.toggle('attnlib-fits', fits); }
     });
   }
